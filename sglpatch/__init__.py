@@ -1,0 +1,1 @@
+"""sglpatch: maintain a quilt-style patch series on top of a pinned SGLang release."""
