@@ -1,0 +1,105 @@
+"""The main job: pinned upstream + series -> checked patched tree -> overlay wheel in dist/."""
+
+from __future__ import annotations
+
+import py_compile
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import checks, source
+from .errors import UserError
+from .pin import Pin, read_pin
+from .queue import PatchQueue
+from .series import Series, read_series, trailer_problems
+from .wheel import build_overlay
+
+DIST = "dist"
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    pin: Pin
+    base: str
+    applied: list[str]
+    patched_tree: Path
+    wheel: Path
+    sha256: str
+    fingerprint: str
+    replaced: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return {
+            "upstream": {"version": self.pin.version, "tag": self.pin.tag, "commit": self.pin.commit,
+                         "base": self.base},
+            "version": self.pin.local_version,
+            "patches": self.applied,
+            "series_fingerprint": self.fingerprint,
+            "patched_tree": str(self.patched_tree),
+            "wheel": str(self.wheel),
+            "sha256": self.sha256,
+            "replaced": self.replaced,
+        }
+
+
+def say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def validate(series: Series) -> None:
+    for patch in series.patches:
+        problems = trailer_problems(patch)
+        if problems:
+            raise UserError(f"patch {patch.name}: {'; '.join(problems)}",
+                            "every patch says its Upstream-Status and when it can be dropped")
+
+
+def prepare_tree(root: Path) -> tuple[Pin, Series, str, PatchQueue]:
+    """Import the pinned upstream and apply the whole series into a fresh work tree."""
+    pin = read_pin(root)
+    series = read_series(root)
+    validate(series)
+    say(f"upstream: SGLang {pin.version} ({pin.commit or 'no commit pinned'})")
+    base = source.prepare(pin, root)
+    queue = PatchQueue(root)
+    queue.reset_to(source.open_mirror(), base)
+    for name in queue.push(all=True):
+        say(f"applied {name}")
+    return pin, series, base, queue
+
+
+def check_tree(tree: Path, series: Series) -> None:
+    """The build gate: patched Python compiles, and every gating check passes."""
+    for repo_path in series.touched_files():
+        path = tree / repo_path
+        if path.suffix == ".py" and path.exists():
+            try:
+                py_compile.compile(str(path), doraise=True, cfile="/dev/null")
+            except py_compile.PyCompileError as exc:
+                raise UserError(f"patched {repo_path} does not compile ({exc.exc_value})",
+                                "fix the patch that touches it") from None
+    for result in checks.run_gate(tree):
+        say(f"check {result.name}: {'ok' if result.passed else 'FAILED'}")
+        if not result.passed:
+            first = result.findings[0]
+            more = f" (+{len(result.findings) - 1} more)" if len(result.findings) > 1 else ""
+            raise UserError(f"check {result.name} failed on the patched tree: {first}{more}",
+                            f"see `python build.py check` for the full report")
+
+
+def build(root: Path) -> BuildResult:
+    pin, series, base, queue = prepare_tree(root)
+    check_tree(queue.path, series)
+    upstream_wheel = source.release_artifact(pin.version, "wheel", pin)
+    if upstream_wheel is None:
+        raise UserError(f"SGLang {pin.version} has no wheel on the index", "pin a release with a wheel")
+    provenance = {
+        "upstream": {"version": pin.version, "commit": pin.commit, "wheel": upstream_wheel.name},
+        "series_fingerprint": series.fingerprint(),
+        "patches": [{"name": p.name, "subject": p.subject, "upstream_status": p.upstream_status}
+                    for p in series.patches],
+    }
+    overlay = build_overlay(upstream_wheel, queue.path, series.touched_files(), pin.local_version,
+                            root / DIST, provenance)
+    return BuildResult(pin, base, series.names, queue.path, overlay.path, overlay.sha256,
+                       series.fingerprint(), list(overlay.replaced))

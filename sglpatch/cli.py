@@ -1,0 +1,148 @@
+"""Command-line parsing and dispatch; expected failures become one line on stderr."""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+import sys
+from pathlib import Path
+
+import git
+
+from . import build as build_module
+from .errors import UserError
+from .queue import PatchQueue
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def emit(args, data: dict, text: str) -> None:
+    print(json.dumps(data, indent=2) if args.json else text)
+
+
+# ---------------------------------------------------------------- handlers
+
+def cmd_build(args) -> int:
+    result = build_module.build(args.root)
+    emit(args, result.to_json(),
+         f"upstream  SGLang {result.pin.version} ({result.pin.tag}, {result.pin.commit})\n"
+         f"patches   {len(result.applied)} applied: {', '.join(result.applied) or 'none'}\n"
+         f"wheel     {result.wheel}\n"
+         f"sha256    {result.sha256}")
+    return 0
+
+
+def cmd_prepare(args) -> int:
+    pin, series, base, queue = build_module.prepare_tree(args.root)
+    emit(args, {"base": base, "work_tree": str(queue.path), "applied": series.names},
+         f"work tree {queue.path}: SGLang {pin.version} + {len(series.names)} patches")
+    return 0
+
+
+def cmd_status(args) -> int:
+    queue = PatchQueue(args.root)
+    rows = queue.status()
+    dirty = queue.is_dirty()
+    data = {"work_tree": str(queue.path), "dirty": dirty,
+            "patches": [{"name": r.name, "applied": r.applied, "files": list(r.files)} for r in rows]}
+    lines = [f"{'+' if r.applied else '-'} {r.name}  ({', '.join(r.files)})" for r in rows]
+    if dirty:
+        lines.append("work tree has uncommitted edits (refresh or new NAME to keep them)")
+    emit(args, data, "\n".join(lines) or "the series is empty")
+    return 0
+
+
+def cmd_push(args) -> int:
+    done = PatchQueue(args.root).push(args.name, all=args.all)
+    emit(args, {"pushed": done}, "\n".join(f"applied {n}" for n in done) or "nothing to push")
+    return 0
+
+
+def cmd_pop(args) -> int:
+    done = PatchQueue(args.root).pop(args.name, all=args.all)
+    emit(args, {"popped": done}, "\n".join(f"removed {n}" for n in done) or "nothing to pop")
+    return 0
+
+
+def cmd_new(args) -> int:
+    message = Path(args.message_file).read_text() if args.message_file else args.message
+    path = PatchQueue(args.root).new(args.name, message)
+    emit(args, {"patch": str(path)}, f"created {path} (edit its message, then `refresh`)")
+    return 0
+
+
+def cmd_refresh(args) -> int:
+    path = PatchQueue(args.root).refresh()
+    emit(args, {"patch": str(path)}, f"refreshed {path}")
+    return 0
+
+
+def cmd_export(args) -> int:
+    paths = PatchQueue(args.root).export()
+    emit(args, {"exported": [str(p) for p in paths]}, "\n".join(f"exported {p}" for p in paths)
+         or "no patch is applied")
+    return 0
+
+
+# ---------------------------------------------------------------- parser
+
+def parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--json", action="store_true", help="machine-readable output on stdout")
+    top = argparse.ArgumentParser(
+        prog="build.py", parents=[common],
+        description="Maintain the SGLang patch series: with no command, build the overlay wheel.")
+    top.add_argument("--root", type=Path, default=ROOT, help=argparse.SUPPRESS)
+    top.set_defaults(func=cmd_build)
+    sub = top.add_subparsers(title="commands", metavar="COMMAND")
+
+    def add(name, func, help_text):
+        cmd = sub.add_parser(name, parents=[common], help=help_text, description=help_text)
+        cmd.set_defaults(func=func)
+        return cmd
+
+    add("build", cmd_build, "prepare upstream, apply the series, check, build the overlay wheel")
+    add("prepare", cmd_prepare, "import the pinned upstream and apply the series into build/src")
+    add("status", cmd_status, "which patches are applied and which files they touch")
+    for name, func, help_text in (
+            ("push", cmd_push, "apply the next patch, up to and including NAME, or --all"),
+            ("pop", cmd_pop, "unapply the top patch, down to and including NAME, or --all")):
+        cmd = add(name, func, help_text)
+        cmd.add_argument("name", nargs="?")
+        cmd.add_argument("--all", action="store_true")
+    cmd = add("new", cmd_new, "make the work tree's edits a new patch above the top one")
+    cmd.add_argument("name")
+    cmd.add_argument("-m", "--message", help="commit message (default: a template to edit)")
+    cmd.add_argument("-F", "--message-file", help="read the commit message from a file")
+    add("refresh", cmd_refresh, "fold the work tree's edits into the top patch")
+    add("export", cmd_export, "rewrite patches/ from the applied commits")
+    for module in _command_modules():
+        if len(inspect.signature(module.register_cli).parameters) == 2:
+            module.register_cli(sub, common)
+        else:
+            module.register_cli(sub)
+    return top
+
+
+def _command_modules():
+    # Commands that live with their concept; each defines register_cli(subparsers, common).
+    from . import contract, image, rebase
+    return [m for m in (contract, image, rebase) if hasattr(m, "register_cli")]
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except UserError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except git.exc.GitCommandNotFound:
+        print("error: the git program was not found: install git (e.g. apt-get install git)",
+              file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("error: interrupted; nothing was lost: rerun the same command to carry on",
+              file=sys.stderr)
+        return 130

@@ -1,0 +1,27 @@
+"""A git environment that makes every commit and export reproducible.
+
+User and system git configuration (diff.noprefix, diff.algorithm, format.*, hooks) would change
+what `format-patch` writes; the queue's git commands run without them and with a fixed identity.
+"""
+
+from __future__ import annotations
+
+import os
+
+FIXED_IDENTITY = ("sglpatch", "sglpatch@localhost")
+
+
+def git_env(date: str | None = None) -> dict[str, str]:
+    env = {
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_CONFIG_GLOBAL": os.devnull,
+        "GIT_COMMITTER_NAME": FIXED_IDENTITY[0],
+        "GIT_COMMITTER_EMAIL": FIXED_IDENTITY[1],
+        "GIT_AUTHOR_NAME": FIXED_IDENTITY[0],
+        "GIT_AUTHOR_EMAIL": FIXED_IDENTITY[1],
+        "GIT_TERMINAL_PROMPT": "0",
+    }
+    if date:
+        env["GIT_COMMITTER_DATE"] = date
+        env["GIT_AUTHOR_DATE"] = date
+    return env

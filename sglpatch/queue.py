@@ -1,0 +1,299 @@
+"""The patch queue: the series applied to a git work tree, one commit per patch.
+
+The work tree (``build/src``) is a git repository whose ``refs/sglpatch/base`` is the pristine
+upstream commit; the commits ``base..HEAD`` are the applied patches, in series order. Only this
+module moves patches between ``patches/`` and commits. No operation discards uncommitted edits.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import git
+
+from .errors import UserError
+from .gitenv import git_env
+from .series import PATCH_DIR, Series, parse_patch, read_series, read_series_names, write_series
+
+BASE_REF = "refs/sglpatch/base"
+BRANCH = "patched"
+WORK_TREE = Path("build") / "src"
+_APPLYING = "sglpatch-applying"  # marker in .git: an am that we started and may abort
+
+
+@dataclass(frozen=True)
+class PatchStatus:
+    name: str
+    applied: bool
+    files: tuple[str, ...]
+
+
+class PatchQueue:
+    def __init__(self, root: Path, work_tree: Path | None = None):
+        self.root = root
+        self.path = work_tree or root / WORK_TREE
+        self._repo: git.Repo | None = None
+
+    # ------------------------------------------------------------ set-up
+
+    @property
+    def repo(self) -> git.Repo:
+        if self._repo is None:
+            if not (self.path / ".git").exists():
+                raise UserError(f"no work tree at {self.path}",
+                                "run `python build.py` (or `python build.py prepare`) first")
+            self._repo = git.Repo(self.path)
+        return self._repo
+
+    def _git(self):
+        return self.repo.git.custom_environment(**git_env())
+
+    def reset_to(self, mirror: git.Repo, base: str) -> None:
+        """Make the work tree the pristine ``base`` with nothing applied (a fresh queue).
+
+        Refuses when that would lose anything: uncommitted edits, or applied commits that differ
+        from their patch files.
+        """
+        if not (self.path / ".git").exists():
+            self.path.mkdir(parents=True, exist_ok=True)
+            self._repo = git.Repo.init(self.path)
+        else:
+            self.recover()
+            self.ensure_clean("rebuild the work tree")
+            if self._has_base():
+                self.ensure_exported()
+        with self._git():
+            self.repo.git.fetch("--quiet", "--no-tags", str(mirror.git_dir), base)
+            self.repo.git.update_ref(BASE_REF, base)
+            self.repo.git.checkout("--quiet", "--force", "-B", BRANCH, base)
+
+    def _has_base(self) -> bool:
+        try:
+            self.repo.commit(BASE_REF)
+            return True
+        except (git.BadName, ValueError):
+            return False
+
+    @property
+    def base(self) -> git.Commit:
+        try:
+            return self.repo.commit(BASE_REF)
+        except (git.BadName, ValueError):
+            raise UserError(f"{self.path} has no {BASE_REF}", "run `python build.py` to rebuild it") from None
+
+    # ------------------------------------------------------------ state
+
+    def applied_commits(self) -> list[git.Commit]:
+        commits = list(self.repo.iter_commits(f"{BASE_REF}..HEAD", first_parent=True))
+        return commits[::-1]
+
+    def series(self) -> Series:
+        return read_series(self.root, warn=lambda _msg: None)
+
+    def applied_names(self) -> list[str]:
+        names = read_series_names(self.root)
+        commits = self.applied_commits()
+        if len(commits) > len(names):
+            raise UserError(f"{self.path} has {len(commits)} commits above the base but the series "
+                            f"lists {len(names)} patches",
+                            "export them with `python build.py new NAME` or drop the extra commits")
+        for name, commit in zip(names, commits):
+            subject = parse_patch(self.root / PATCH_DIR / name).subject
+            if commit.summary != subject:
+                raise UserError(f"commit '{commit.summary}' in {self.path} does not match "
+                                f"patch {name} ('{subject}')",
+                                "the work tree history diverged from the series; export or reset it")
+        return names[: len(commits)]
+
+    def status(self) -> list[PatchStatus]:
+        applied = set(self.applied_names())
+        return [PatchStatus(p.name, p.name in applied, p.files) for p in self.series().patches]
+
+    def is_dirty(self) -> bool:
+        return self.repo.is_dirty(untracked_files=True)
+
+    def ensure_clean(self, action: str) -> None:
+        if self.is_dirty():
+            changed = [item.a_path for item in self.repo.index.diff(None)] + self.repo.untracked_files
+            shown = ", ".join(changed[:3]) + (" ..." if len(changed) > 3 else "")
+            raise UserError(f"cannot {action}: {self.path} has uncommitted edits ({shown})",
+                            "fold them into a patch with `refresh` or `new NAME`, "
+                            "or commit/stash them yourself")
+
+    def ensure_exported(self) -> None:
+        """Every applied commit must equal its patch file, or resetting would lose it."""
+        for name, commit in zip(self.applied_names(), self.applied_commits()):
+            if self.format_patch(commit) != (self.root / PATCH_DIR / name).read_text():
+                raise UserError(f"applied patch {name} differs from {PATCH_DIR}/{name}",
+                                "run `python build.py export` to save it (or revert the commit)")
+
+    # ------------------------------------------------------------ interrupted runs
+
+    def recover(self) -> str | None:
+        """Finish off an apply that an earlier run of ours left half done (e.g. Ctrl-C)."""
+        marker = Path(self.repo.git_dir) / _APPLYING
+        in_am = (Path(self.repo.git_dir) / "rebase-apply").exists()
+        if in_am and not marker.exists():
+            raise UserError(f"a `git am` that sglpatch did not start is in progress in {self.path}",
+                            "finish it (`git am --continue`) or abort it (`git am --abort`) there")
+        if not marker.exists():
+            return None
+        name = marker.read_text().strip()
+        if in_am:
+            with self._git():
+                self.repo.git.am("--abort")
+        marker.unlink()
+        return name
+
+    # ------------------------------------------------------------ push / pop
+
+    def push(self, target: str | None = None, *, all: bool = False) -> list[str]:
+        """Apply the next patch, up to and including ``target``, or all. Returns applied names."""
+        self.recover()
+        self.ensure_clean("push")
+        names = read_series_names(self.root)
+        applied = self.applied_names()
+        pending = names[len(applied):]
+        if target is not None:
+            if target in applied:
+                raise UserError(f"{target} is already applied", "nothing to push")
+            if target not in pending:
+                self.series().get(target)  # raises with the list of known names
+            pending = pending[: pending.index(target) + 1]
+        elif not all:
+            pending = pending[:1]
+        if not pending:
+            return []
+        series = self.series()
+        done = []
+        for name in pending:
+            self._apply(series.get(name).path, name)
+            done.append(name)
+        return done
+
+    def _apply(self, patch: Path, name: str) -> None:
+        marker = Path(self.repo.git_dir) / _APPLYING
+        marker.write_text(name)
+        try:
+            with self._git():
+                self.repo.git.am("--quiet", "--committer-date-is-author-date", "--keep-cr",
+                                 str(patch.resolve()))
+        except git.GitCommandError:
+            where = self._diagnose(patch)
+            with self._git():
+                self.repo.git.am("--abort")
+            marker.unlink(missing_ok=True)
+            top = self.applied_names()
+            at = f"stopped after {top[-1]}" if top else "nothing applied"
+            raise UserError(f"patch {name} does not apply: {where} ({at})",
+                            "refresh the patch against this upstream, or use `rebase` for a new release") from None
+        marker.unlink(missing_ok=True)
+
+    def _diagnose(self, patch: Path) -> str:
+        try:
+            self.repo.git.apply("--check", "--verbose", str(patch.resolve()))
+        except git.GitCommandError as exc:
+            found = re.search(r"patch failed: (.+):(\d+)", exc.stderr or "")
+            if found:
+                path, line = found.group(1), int(found.group(2))
+                return f"{path} hunk #{_hunk_number(patch, path, line)} at line {line}"
+            missing = re.search(r"error: (.+): (No such file or directory|does not exist in index)",
+                                exc.stderr or "")
+            if missing:
+                return f"{missing.group(1)} does not exist upstream"
+            lines = [l for l in (exc.stderr or "").splitlines() if l.startswith("error:")]
+            return lines[-1][7:] if lines else "git could not apply it"
+        return "git am failed (the diff applies; check the mail header)"
+
+    def pop(self, target: str | None = None, *, all: bool = False) -> list[str]:
+        """Unapply the top patch, down to and including ``target``, or all. Returns popped names."""
+        self.recover()
+        self.ensure_clean("pop")
+        applied = self.applied_names()
+        if not applied:
+            return []
+        if all:
+            keep = 0
+        elif target is not None:
+            if target not in applied:
+                self.series().get(target)
+                raise UserError(f"{target} is not applied", "nothing to pop")
+            keep = applied.index(target)
+        else:
+            keep = len(applied) - 1
+        self.ensure_exported()
+        commits = self.applied_commits()
+        onto = commits[keep - 1] if keep else self.base
+        with self._git():
+            self.repo.git.reset("--quiet", "--hard", onto.hexsha)
+        return applied[keep:][::-1]
+
+    # ------------------------------------------------------------ new / refresh / export
+
+    def new(self, name: str, message: str | None = None) -> Path:
+        """Turn the work tree's uncommitted edits into a new patch above the top one."""
+        self.recover()
+        if not name.endswith(".patch"):
+            name += ".patch"
+        if "/" in name or name in read_series_names(self.root):
+            raise UserError(f"'{name}' is not a free patch file name",
+                            "choose a new name such as 0005-short-description.patch")
+        if not self.is_dirty():
+            raise UserError(f"{self.path} has no edits to put in a new patch",
+                            "edit files in the work tree first, then run `new NAME`")
+        applied = self.applied_names()
+        self._commit(message or _template(name))
+        names = read_series_names(self.root)
+        position = names.index(applied[-1]) + 1 if applied else 0
+        names.insert(position, name)
+        path = self.export_one(self.applied_commits()[-1], name)
+        write_series(self.root, names)
+        return path
+
+    def refresh(self) -> Path:
+        """Fold the work tree's uncommitted edits into the top patch and rewrite its file."""
+        self.recover()
+        applied = self.applied_names()
+        if not applied:
+            raise UserError("no patch is applied to refresh", "push one first, or use `new NAME`")
+        if not self.is_dirty():
+            raise UserError(f"{self.path} has no edits to fold into {applied[-1]}",
+                            "edit files in the work tree first")
+        self._commit(None, amend=True)
+        return self.export_one(self.applied_commits()[-1], applied[-1])
+
+    def _commit(self, message: str | None, amend: bool = False) -> None:
+        with self._git():
+            self.repo.git.add("--all")
+            if amend:
+                self.repo.git.commit("--quiet", "--amend", "--no-edit", "--no-verify")
+            else:
+                self.repo.git.commit("--quiet", "--no-verify", "-m", message)
+
+    def export(self) -> list[Path]:
+        """Rewrite the patch file of every applied patch from its commit."""
+        return [self.export_one(c, n) for n, c in zip(self.applied_names(), self.applied_commits())]
+
+    def export_one(self, commit: git.Commit, name: str) -> Path:
+        path = self.root / PATCH_DIR / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        text = self.format_patch(commit)
+        if not path.exists() or path.read_text() != text:
+            path.write_text(text)
+        return path
+
+    def format_patch(self, commit: git.Commit) -> str:
+        # Fixed options make the export byte-identical for an unchanged commit, whoever runs it.
+        with self._git():
+            return self.repo.git.format_patch(
+                "--stdout", "--zero-commit", "--no-signature", "--full-index", "--no-numbered",
+                "--subject-prefix=PATCH", "--no-renames", "--diff-algorithm=myers",
+                "-1", commit.hexsha, strip_newline_in_stdout=False)
+
+
+def _template(name: str) -> str:
+    title = re.sub(r"^\d+-", "", name.removesuffix(".patch")).replace("-", " ")
+    return (f"{title}\n\nWhat broke, why, and what this patch changes.\n\n"
+            "Upstream-Status: Pending\nDrop-When: check:CHECK-NAME\n")

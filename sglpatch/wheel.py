@@ -1,0 +1,123 @@
+"""The overlay wheel: upstream's release wheel with the patched files swapped in.
+
+Only the files the series touches change; everything else (compiled extensions, data, entry
+points, platform tags) is upstream's, byte for byte. The version gets a PEP 440 local label so
+`pip` and `importlib.metadata` tell the patched release from upstream's.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import re
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from packaging.utils import parse_wheel_filename
+from packaging.version import Version
+
+from .errors import UserError
+
+PACKAGE_PREFIX = "python/"  # upstream repo path prefix of what the wheel installs
+
+
+@dataclass(frozen=True)
+class OverlayWheel:
+    path: Path
+    sha256: str
+    replaced: tuple[str, ...]
+    added: tuple[str, ...]
+    removed: tuple[str, ...]
+
+
+def record_hash(data: bytes) -> str:
+    digest = hashlib.sha256(data).digest()
+    return "sha256=" + base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
+
+
+def wheel_member(repo_path: str) -> str | None:
+    """The wheel member for an upstream repository path, or None if the wheel does not ship it."""
+    if repo_path.startswith(PACKAGE_PREFIX + "sglang/"):
+        return repo_path[len(PACKAGE_PREFIX):]
+    return None
+
+
+def build_overlay(upstream_wheel: Path, patched_tree: Path, changed: list[str], local_version: str,
+                  out_dir: Path, provenance: dict) -> OverlayWheel:
+    """Write the overlay wheel into ``out_dir``.
+
+    ``changed`` are upstream-repository paths the series touches; each is read from
+    ``patched_tree`` (a missing file there means the series deleted it).
+    """
+    name, version, build, tags = parse_wheel_filename(upstream_wheel.name)
+    new_version = Version(local_version)
+    if new_version.public != version.public:
+        raise UserError(f"local version {local_version} does not extend the wheel's {version}",
+                        "the pin and the upstream wheel disagree; rerun `python build.py`")
+    old_info = f"{name}-{version}.dist-info"
+    new_info = f"{name}-{new_version}.dist-info"
+    tag = upstream_wheel.name.removesuffix(".whl").split("-", 2)[2]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    target = out_dir / f"{name}-{new_version}-{tag}.whl"
+
+    overrides: dict[str, bytes | None] = {}
+    for repo_path in changed:
+        member = wheel_member(repo_path)
+        if member is not None:
+            source = patched_tree / repo_path
+            overrides[member] = source.read_bytes() if source.exists() else None
+
+    replaced, removed = [], []
+    records: list[tuple[str, bytes]] = []
+    partial = target.with_name(target.name + ".part")
+    with zipfile.ZipFile(upstream_wheel) as src, \
+            zipfile.ZipFile(partial, "w", compression=zipfile.ZIP_DEFLATED) as dst:
+        infos = src.infolist()
+        timestamp = max(i.date_time for i in infos)
+        upstream_members = {i.filename for i in infos}
+        for info in infos:
+            member = info.filename
+            if member == f"{old_info}/RECORD":
+                continue
+            data = src.read(info)
+            if member in overrides:
+                if overrides[member] is None:
+                    removed.append(member)
+                    continue
+                if overrides[member] != data:
+                    replaced.append(member)
+                data = overrides[member]
+            if member == f"{old_info}/METADATA":
+                data = _with_version(data, new_version)
+            renamed = new_info + member[len(old_info):] if member.startswith(old_info + "/") else member
+            _write(dst, renamed, data, info.date_time, info.external_attr)
+            records.append((renamed, data))
+        added = [m for m, data in overrides.items() if data is not None and m not in upstream_members]
+        for member in sorted(added):
+            _write(dst, member, overrides[member], timestamp, 0o644 << 16)
+            records.append((member, overrides[member]))
+        meta = json.dumps(provenance, indent=2, sort_keys=True).encode() + b"\n"
+        _write(dst, f"{new_info}/sglpatch.json", meta, timestamp, 0o644 << 16)
+        records.append((f"{new_info}/sglpatch.json", meta))
+        record = "".join(f"{m},{record_hash(d)},{len(d)}\n" for m, d in records)
+        record += f"{new_info}/RECORD,,\n"
+        _write(dst, f"{new_info}/RECORD", record.encode(), timestamp, 0o644 << 16)
+    partial.replace(target)
+    digest = hashlib.sha256(target.read_bytes()).hexdigest()
+    return OverlayWheel(target, digest, tuple(replaced), tuple(sorted(added)), tuple(removed))
+
+
+def _with_version(metadata: bytes, version: Version) -> bytes:
+    text, count = re.subn(r"^Version: .*$", f"Version: {version}", metadata.decode(), count=1, flags=re.M)
+    if not count:
+        raise UserError("the upstream wheel's METADATA has no Version field", "the artifact is damaged")
+    return text.encode()
+
+
+def _write(dst: zipfile.ZipFile, name: str, data: bytes, date_time, external_attr: int) -> None:
+    info = zipfile.ZipInfo(name, date_time)
+    info.external_attr = external_attr
+    info.compress_type = zipfile.ZIP_DEFLATED
+    dst.writestr(info, data)
