@@ -1,8 +1,9 @@
 """Named checks over an SGLang source tree.
 
 A check reads a tree laid out like upstream's repository (``python/sglang/...``) and returns
-findings; it never modifies anything. The build runs them as a gate on the patched tree; the
-rebase runs a patch's ``Drop-When: check:<name>`` condition on the pristine new upstream.
+findings; it never modifies anything. A patch's ``Drop-When: check:<name>`` names the
+property the patch establishes: the build requires it to hold on the patched tree (the patch
+works), the rebase tests it on the pristine new upstream (upstream has the fix: drop the patch).
 Modules that define checks register them here with ``@register``.
 """
 
@@ -37,15 +38,14 @@ class Check:
     name: str
     description: str
     run: Callable[[Path], list[Finding]]
-    gate: bool  # run by `python build.py` on the patched tree
 
 
 REGISTRY: dict[str, Check] = {}
 
 
-def register(name: str, description: str, *, gate: bool = True):
+def register(name: str, description: str):
     def decorate(func: Callable[[Path], list[Finding]]):
-        REGISTRY[name] = Check(name, description, func, gate)
+        REGISTRY[name] = Check(name, description, func)
         return func
     return decorate
 
@@ -59,9 +59,8 @@ def run_check(name: str, tree: Path) -> CheckResult:
     return CheckResult(name, tuple(REGISTRY[name].run(tree)))
 
 
-def run_gate(tree: Path) -> list[CheckResult]:
-    _load_check_modules()
-    return [CheckResult(c.name, tuple(c.run(tree))) for c in REGISTRY.values() if c.gate]
+def run_checks(tree: Path, names: list[str]) -> list[CheckResult]:
+    return [run_check(name, tree) for name in names]
 
 
 def _load_check_modules() -> None:

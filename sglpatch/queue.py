@@ -297,3 +297,17 @@ def _template(name: str) -> str:
     title = re.sub(r"^\d+-", "", name.removesuffix(".patch")).replace("-", " ")
     return (f"{title}\n\nWhat broke, why, and what this patch changes.\n\n"
             "Upstream-Status: Pending\nDrop-When: check:CHECK-NAME\n")
+
+
+def _hunk_number(patch: Path, path: str, line: int) -> int:
+    """Which hunk of ``path`` in ``patch`` starts at old-file ``line`` (as git reports it)."""
+    current, number = None, 0
+    for text in patch.read_text(errors="replace").splitlines():
+        if text.startswith("diff --git "):
+            current, number = text.rsplit(" b/", 1)[-1], 0
+        elif text.startswith("@@ ") and current == path:
+            number += 1
+            start = int(re.match(r"@@ -(\d+)", text).group(1))
+            if start == line:
+                return number
+    return max(number, 1)

@@ -73,6 +73,11 @@ class Series:
             digest.update(patch.name.encode() + b"\0" + patch.path.read_bytes())
         return digest.hexdigest()
 
+    def check_names(self) -> list[str]:
+        """Every check a patch's Drop-When names, in series order."""
+        names = [c.value for p in self.patches for c in p.drop_when if c.kind == "check"]
+        return list(dict.fromkeys(names))
+
     def touched_files(self) -> list[str]:
         seen: dict[str, None] = {}
         for patch in self.patches:

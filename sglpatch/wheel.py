@@ -8,7 +8,9 @@ points, platform tags) is upstream's, byte for byte. The version gets a PEP 440 
 from __future__ import annotations
 
 import base64
+import csv
 import hashlib
+import io
 import json
 import re
 import zipfile
@@ -101,12 +103,19 @@ def build_overlay(upstream_wheel: Path, patched_tree: Path, changed: list[str], 
         meta = json.dumps(provenance, indent=2, sort_keys=True).encode() + b"\n"
         _write(dst, f"{new_info}/sglpatch.json", meta, timestamp, 0o644 << 16)
         records.append((f"{new_info}/sglpatch.json", meta))
-        record = "".join(f"{m},{record_hash(d)},{len(d)}\n" for m, d in records)
-        record += f"{new_info}/RECORD,,\n"
-        _write(dst, f"{new_info}/RECORD", record.encode(), timestamp, 0o644 << 16)
+        _write(dst, f"{new_info}/RECORD", _record(records, f"{new_info}/RECORD"), timestamp, 0o644 << 16)
     partial.replace(target)
     digest = hashlib.sha256(target.read_bytes()).hexdigest()
     return OverlayWheel(target, digest, tuple(replaced), tuple(sorted(added)), tuple(removed))
+
+
+def _record(records: list[tuple[str, bytes]], record_name: str) -> bytes:
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")  # member names can contain commas
+    for member, data in records:
+        writer.writerow([member, record_hash(data), len(data)])
+    writer.writerow([record_name, "", ""])
+    return out.getvalue().encode()
 
 
 def _with_version(metadata: bytes, version: Version) -> bytes:

@@ -1,0 +1,199 @@
+"""Patch queue semantics on real temporary git repositories."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import git
+import pytest
+
+from helpers import (UPSTREAM_FILES, commit_files, assert_one_line_error, make_project, make_upstream, message,
+                     patch_text, run_cli)
+from sglpatch.errors import UserError
+from sglpatch.queue import PatchQueue
+
+RUNNER = "python/sglang/srt/model_executor/model_runner.py"
+KIMI = "python/sglang/srt/models/kimi_k25.py"
+
+
+def edited(path: str, old: str, new: str) -> dict[str, str]:
+    return {path: UPSTREAM_FILES[path].replace(old, new)}
+
+
+@pytest.fixture
+def upstream(tmp_path):
+    return make_upstream(tmp_path / "upstream")
+
+
+@pytest.fixture
+def project(tmp_path, upstream):
+    repo, base = upstream
+    patches = {
+        "0001-runner.patch": patch_text(repo, base, edited(RUNNER, "line 10\n", "line ten\n"),
+                                       message("runner: spell out ten")),
+        "0002-kimi.patch": patch_text(repo, base, edited(KIMI, "return 1", "return 2"),
+                                     message("kimi: return two")),
+    }
+    root = make_project(tmp_path / "project", patches)
+    queue = PatchQueue(root)
+    queue.reset_to(repo, base)
+    return root, queue
+
+
+def test_push_all_applies_each_patch_as_one_commit(project):
+    root, queue = project
+    assert queue.push(all=True) == ["0001-runner.patch", "0002-kimi.patch"]
+    assert [c.summary for c in queue.applied_commits()] == ["runner: spell out ten", "kimi: return two"]
+    assert "line ten" in (queue.path / RUNNER).read_text()
+    assert [s.applied for s in queue.status()] == [True, True]
+    assert queue.status()[0].files == (RUNNER,)
+
+
+def test_push_and_pop_by_name_and_one_at_a_time(project):
+    root, queue = project
+    assert queue.push() == ["0001-runner.patch"]
+    assert queue.push("0002-kimi.patch") == ["0002-kimi.patch"]
+    assert queue.pop() == ["0002-kimi.patch"]
+    assert "return 1" in (queue.path / KIMI).read_text()
+    queue.push(all=True)
+    assert queue.pop("0001-runner.patch") == ["0002-kimi.patch", "0001-runner.patch"]
+    assert queue.applied_names() == []
+    assert queue.pop(all=True) == []
+
+
+def test_export_of_an_unchanged_series_is_byte_identical(project):
+    root, queue = project
+    queue.push(all=True)
+    before = {p.name: p.read_bytes() for p in (root / "patches").iterdir()}
+    queue.export()
+    first = {p.name: p.read_bytes() for p in (root / "patches").iterdir()}
+    # A second application from scratch (new commit dates, new SHAs) must export the same bytes.
+    queue.pop(all=True)
+    queue.push(all=True)
+    queue.export()
+    second = {p.name: p.read_bytes() for p in (root / "patches").iterdir()}
+    assert first == second
+    assert set(before) == set(first)
+    assert b"From 0000000000000000000000000000000000000000" in first["0001-runner.patch"]
+
+
+def test_new_and_refresh_turn_edits_into_patch_files(project):
+    root, queue = project
+    queue.push(all=True)
+    (queue.path / KIMI).write_text("class KimiK25:\n    pass\n")
+    path = queue.new("0003-kimi-pass", "kimi: pass\n\nBody.\n\nUpstream-Status: Pending\nDrop-When: check:x\n")
+    assert path.name == "0003-kimi-pass.patch"
+    assert (root / "patches" / "series").read_text().splitlines()[-1] == "0003-kimi-pass.patch"
+    assert "+    pass" in path.read_text()
+    (queue.path / "python/sglang/new_module.py").write_text("X = 1\n")
+    queue.refresh()
+    text = path.read_text()
+    assert "new_module.py" in text and "+    pass" in text
+    assert not queue.is_dirty()
+    # The refreshed patch re-applies from scratch to the same tree.
+    tree = queue.repo.head.commit.tree.hexsha
+    queue.pop(all=True)
+    queue.push(all=True)
+    assert queue.repo.head.commit.tree.hexsha == tree
+
+
+def test_new_patch_goes_right_above_the_top_applied_patch(project):
+    root, queue = project
+    queue.push()
+    (queue.path / KIMI).write_text("class KimiK25:\n    pass\n")
+    queue.new("0001b-between", "between\n\nUpstream-Status: Pending\nDrop-When: check:x\n")
+    lines = [l for l in (root / "patches" / "series").read_text().splitlines() if not l.startswith("#")]
+    assert lines == ["0001-runner.patch", "0001b-between.patch", "0002-kimi.patch"]
+
+
+@pytest.mark.parametrize("command", [["push"], ["pop"], ["push", "--all"]])
+def test_dirty_work_tree_is_refused_and_kept(project, command):
+    root, queue = project
+    queue.push()
+    (queue.path / RUNNER).write_text("my precious edit\n")
+    (queue.path / "untracked.py").write_text("also mine\n")
+    result = run_cli(root, *command)
+    assert_one_line_error(result, "uncommitted edits", "refresh")
+    assert (queue.path / RUNNER).read_text() == "my precious edit\n"
+    assert (queue.path / "untracked.py").read_text() == "also mine\n"
+
+
+def test_pop_refuses_a_commit_that_differs_from_its_patch_file(project):
+    root, queue = project
+    queue.push()
+    (queue.path / RUNNER).write_text("amended by hand\n")
+    queue.repo.git.commit("-qam", "runner: spell out ten", "--amend")
+    with pytest.raises(UserError, match="differs from patches/0001-runner.patch"):
+        queue.pop()
+    assert (queue.path / RUNNER).read_text() == "amended by hand\n"
+
+
+def test_patch_that_no_longer_applies_stops_at_last_good_patch(tmp_path, upstream):
+    repo, base = upstream
+    good = patch_text(repo, base, edited(KIMI, "return 1", "return 2"), message("kimi: two"))
+    stale = patch_text(repo, base, edited(RUNNER, "line 30\n", "line thirty\n"), message("runner: 30"))
+    drifted = UPSTREAM_FILES[RUNNER].replace("line 29\nline 30\nline 31\n", "changed upstream\n")
+    repo.git.checkout("--quiet", "--detach", base)
+    moved = commit_files(repo, {RUNNER: drifted}, "upstream moved")
+    root = make_project(tmp_path / "p", {"0001-good.patch": good, "0002-stale.patch": stale})
+    queue = PatchQueue(root)
+    queue.reset_to(repo, moved)
+    result = run_cli(root, "push", "--all")
+    assert_one_line_error(result, "0002-stale.patch", RUNNER, "hunk #1 at line 27",
+                          "stopped after 0001-good.patch")
+    assert queue.applied_names() == ["0001-good.patch"]
+    assert not queue.is_dirty()
+    assert not (Path(queue.repo.git_dir) / "rebase-apply").exists()
+
+
+def test_interrupted_push_is_recovered_by_a_rerun(project):
+    root, queue = project
+    # Interrupt for real: a git hook that runs mid-apply sends SIGINT to the whole command.
+    hook = Path(queue.repo.git_dir) / "hooks" / "pre-applypatch"
+    hook.parent.mkdir(exist_ok=True)
+    hook.write_text("#!/bin/sh\nkill -INT -$(ps -o pgid= $PPID | tr -d ' ')\nsleep 5\n")
+    hook.chmod(0o755)
+    child = subprocess.Popen([sys.executable, str(Path(__file__).parent.parent / "build.py"),
+                              "--root", str(root), "push", "--all"],
+                             stderr=subprocess.PIPE, text=True, start_new_session=True)
+    _, err = child.communicate(timeout=60)
+    assert child.returncode != 0
+    assert "Traceback" not in err
+    hook.unlink()
+    assert queue.applied_names() == []
+    result = run_cli(root, "push", "--all")
+    assert result.returncode == 0, result.stderr
+    assert queue.applied_names() == ["0001-runner.patch", "0002-kimi.patch"]
+    assert not queue.is_dirty()
+
+
+def test_foreign_git_am_in_progress_is_not_touched(project, tmp_path):
+    root, queue = project
+    (queue.path / KIMI).write_text("conflicting local commit\n")
+    queue.repo.git.commit("-qam", "local")
+    with pytest.raises(git.GitCommandError):
+        queue.repo.git.am(str(root / "patches" / "0002-kimi.patch"))
+    result = run_cli(root, "push")
+    assert_one_line_error(result, "git am", "did not start")
+    assert (Path(queue.repo.git_dir) / "rebase-apply").exists()
+
+
+def test_status_json_lists_patches_and_files(project):
+    import json
+    root, queue = project
+    queue.push()
+    data = json.loads(run_cli(root, "status", "--json").stdout)
+    assert [(p["name"], p["applied"]) for p in data["patches"]] == [
+        ("0001-runner.patch", True), ("0002-kimi.patch", False)]
+    assert data["patches"][1]["files"] == [KIMI]
+    assert data["dirty"] is False
+
+
+def test_new_without_edits_is_refused(project):
+    root, queue = project
+    assert_one_line_error(run_cli(root, "new", "0003-nothing"), "no edits")
+    assert_one_line_error(run_cli(root, "refresh"), "no patch is applied")

@@ -1,0 +1,135 @@
+"""Getting pristine upstream releases: the real PyPI artifacts, checksums, and no network."""
+
+from __future__ import annotations
+
+import hashlib
+import http.server
+import json
+import shutil
+import threading
+from pathlib import Path
+
+import pytest
+
+from helpers import REPO_ROOT, assert_one_line_error, make_project, run_cli
+from sglpatch import source
+from sglpatch.errors import UserError
+from sglpatch.pin import read_pin
+
+PIN = read_pin(REPO_ROOT)
+UNREACHABLE = "http://127.0.0.1:9/simple"
+
+
+@pytest.fixture
+def isolated_cache(tmp_path, monkeypatch):
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("SGLPATCH_CACHE", str(cache))
+    source._CACHED_LISTING.clear()
+    yield cache
+    source._CACHED_LISTING.clear()
+
+
+@pytest.fixture
+def local_index(tmp_path):
+    """A PEP 691 index on loopback serving whatever files the test puts in it."""
+    root = tmp_path / "index"
+    files: dict[str, bytes] = {}
+
+    def publish():
+        listing = {"files": [{"filename": n, "url": f"{base}/files/{n}",
+                              "hashes": {"sha256": hashlib.sha256(d).hexdigest()}}
+                             for n, d in files.items()]}
+        (root / "simple" / "sglang").mkdir(parents=True, exist_ok=True)
+        (root / "simple" / "sglang" / "index.html").write_text(json.dumps(listing))
+        (root / "files").mkdir(exist_ok=True)
+        for name, data in files.items():
+            (root / "files" / name).write_bytes(data)
+
+    handler = lambda *a, **k: http.server.SimpleHTTPRequestHandler(*a, directory=str(root), **k)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.RequestHandlerClass.log_message = lambda *a: None
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield files, publish, f"{base}/simple"
+    server.shutdown()
+
+
+def test_pinned_release_imports_from_the_real_sdist(pinned_commit):
+    commit, _ = pinned_commit
+    tree = source.pristine_tree(PIN.version, PIN)
+    assert (tree / "python/sglang/srt/models/kimi_k25.py").is_file()
+    assert (tree / "python/pyproject.toml").is_file()
+    text = (tree / "python/sglang/srt/models/kimi_k25.py").read_text()
+    assert "class KimiK25ForConditionalGeneration" in text
+    assert "set_eagle3_layers_to_capture" not in text  # the bug this fork exists for
+    message = source.open_mirror().commit(commit).message
+    assert PIN.artifact("sdist").sha256 in message
+    assert source.release_artifact(PIN.version, "wheel", PIN).name == PIN.artifact("wheel").filename
+
+
+@pytest.fixture(scope="module")
+def pinned_commit():
+    """The pinned release in the default cache (downloaded once, then reused)."""
+    return source.prepare(PIN, REPO_ROOT), source.release_artifact(PIN.version, "sdist", PIN)
+
+
+def test_import_is_reproducible(pinned_commit, isolated_cache):
+    commit, sdist = pinned_commit
+    (isolated_cache / "artifacts").mkdir(parents=True)
+    shutil.copy(sdist, isolated_cache / "artifacts" / sdist.name)
+    # Same artifact, fresh mirror: the same commit, so work trees and exports agree everywhere.
+    assert source.import_release(PIN.version, PIN) == commit
+
+
+def test_wheel_only_release_imports_from_its_wheel():
+    tree = source.pristine_tree("0.5.12")
+    assert (tree / "python/sglang/srt/models/kimi_k25.py").is_file()
+    assert not list((tree / "python").rglob("*.so"))
+    assert not list((tree / "python").glob("*.dist-info"))
+
+
+def test_second_run_needs_no_network(tmp_path, pinned_commit):
+    source.release_artifact(PIN.version, "wheel", PIN)  # sdist and wheel now cached
+    root = make_project(tmp_path / "p", {})
+    result = run_cli(root, "build", env={"SGLPATCH_INDEX_URL": UNREACHABLE})
+    assert result.returncode == 0, result.stderr
+
+
+def test_no_network_and_no_cache(tmp_path, isolated_cache):
+    root = make_project(tmp_path / "p", {})
+    result = run_cli(root, "build", env={"SGLPATCH_INDEX_URL": UNREACHABLE,
+                                         "SGLPATCH_CACHE": str(isolated_cache)})
+    assert_one_line_error(result, "cannot reach the package index", "connect to PyPI")
+
+
+def test_checksum_mismatch_of_a_download_is_a_hard_error(tmp_path, isolated_cache, local_index):
+    files, publish, url = local_index
+    files[PIN.artifact("sdist").filename] = b"not the real sdist"
+    publish()
+    root = make_project(tmp_path / "p", {})
+    result = run_cli(root, "build", env={"SGLPATCH_INDEX_URL": url, "SGLPATCH_CACHE": str(isolated_cache)})
+    assert_one_line_error(result, "checksum mismatch", PIN.artifact("sdist").filename, PIN.artifact("sdist").sha256)
+    assert not (isolated_cache / "artifacts" / PIN.artifact("sdist").filename).exists()
+    assert not list((isolated_cache / "mirror").glob("refs/tags/release/*"))
+
+
+def test_checksum_mismatch_of_a_cached_file(isolated_cache):
+    name = PIN.artifact("wheel").filename
+    (isolated_cache / "artifacts").mkdir(parents=True)
+    (isolated_cache / "artifacts" / name).write_bytes(b"corrupted")
+    with pytest.raises(UserError, match="checksum mismatch"):
+        source.release_artifact(PIN.version, "wheel", PIN)
+    assert (isolated_cache / "artifacts" / f"{name}.sha256-mismatch").exists()
+
+
+def test_unknown_version(isolated_cache, local_index):
+    files, publish, url = local_index
+    files["sglang-0.5.9.tar.gz"] = b"x"
+    publish()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SGLPATCH_INDEX_URL", url)
+        with pytest.raises(UserError, match="SGLang 0.0.42 is not on the package index"):
+            source.pristine_tree("0.0.42")
+        with pytest.raises(UserError, match="not a PEP 440 version"):
+            source.pristine_tree("latest-please")
