@@ -14,6 +14,7 @@ from .series import Series, read_series, trailer_problems
 from .wheel import build_overlay
 
 DIST = "dist"
+REBASE_STATE = Path("build") / "rebase" / "state.json"
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,9 @@ def validate(series: Series) -> None:
 
 def prepare_tree(root: Path) -> tuple[Pin, Series, str, PatchQueue]:
     """Import the pinned upstream and apply the whole series into a fresh work tree."""
+    if (root / REBASE_STATE).exists():
+        raise UserError("a rebase is in progress in build/src",
+                        "finish it with `rebase --continue` or `--skip`, or undo it with `rebase --abort`")
     pin = read_pin(root)
     series = read_series(root)
     validate(series)

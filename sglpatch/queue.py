@@ -64,10 +64,15 @@ class PatchQueue:
             self.ensure_clean("rebuild the work tree")
             if self._has_base():
                 self.ensure_exported()
+        self.fetch(mirror, base)
         with self._git():
-            self.repo.git.fetch("--quiet", "--no-tags", str(mirror.git_dir), base)
             self.repo.git.update_ref(BASE_REF, base)
             self.repo.git.checkout("--quiet", "--force", "-B", BRANCH, base)
+
+    def fetch(self, mirror: git.Repo, commit: str) -> None:
+        """Bring a pristine release commit (and its blobs, for three-way merges) from the mirror."""
+        with self._git():
+            self.repo.git.fetch("--quiet", "--no-tags", str(mirror.git_dir), commit)
 
     def _has_base(self) -> bool:
         try:

@@ -85,3 +85,63 @@ def assert_one_line_error(result: subprocess.CompletedProcess, *needles: str) ->
     for needle in needles:
         assert needle in lines[0], lines[0]
     return lines[0]
+
+
+class LocalIndex:
+    """A PEP 691 package index on loopback serving the files a test publishes."""
+
+    def __init__(self, directory: Path):
+        import http.server
+        import threading
+        self.directory = directory
+        self.files: dict[str, bytes] = {}
+        class Quiet(http.server.SimpleHTTPRequestHandler):
+            def __init__(self, *args, **kwargs):
+                super().__init__(*args, directory=str(directory), **kwargs)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Quiet)
+        self.base = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.url = f"{self.base}/simple"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def publish(self, name: str, data: bytes) -> str:
+        import hashlib
+        import json
+        self.files[name] = data
+        listing = {"files": [{"filename": n, "url": f"{self.base}/files/{n}",
+                              "hashes": {"sha256": hashlib.sha256(d).hexdigest()}}
+                             for n, d in self.files.items()]}
+        (self.directory / "simple" / "sglang").mkdir(parents=True, exist_ok=True)
+        (self.directory / "simple" / "sglang" / "index.html").write_text(json.dumps(listing))
+        (self.directory / "files").mkdir(exist_ok=True)
+        (self.directory / "files" / name).write_bytes(data)
+        return hashlib.sha256(data).hexdigest()
+
+    def close(self) -> None:
+        self.server.shutdown()
+
+
+def sdist_bytes(version: str, files: dict[str, str]) -> bytes:
+    """A release sdist whose root is upstream's python/ directory, as SGLang's are."""
+    import gzip
+    import io
+    import tarfile
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w") as tar:
+        for rel, text in sorted(files.items()):
+            assert rel.startswith("python/")
+            data = text.encode()
+            info = tarfile.TarInfo(f"sglang-{version}/{rel[len('python/'):]}")
+            info.size, info.mtime, info.mode = len(data), 0, 0o644
+            tar.addfile(info, io.BytesIO(data))
+    return gzip.compress(raw.getvalue(), mtime=0)
+
+
+def pin_text(version: str, sdist_sha256: str) -> str:
+    return (f'[upstream]\nrepo = "https://example.invalid/sglang"\nversion = "{version}"\n'
+            f'tag = "v{version}"\ncommit = ""\n\n[upstream.artifacts.sdist]\n'
+            f'filename = "sglang-{version}.tar.gz"\nsha256 = "{sdist_sha256}"\n\n'
+            '[series]\nlocal = "kimi"\nrelease = 3\n')

@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-import hashlib
-import http.server
-import json
 import shutil
-import threading
 from pathlib import Path
 
 import pytest
 
-from helpers import REPO_ROOT, assert_one_line_error, make_project, run_cli
+from helpers import REPO_ROOT, LocalIndex, assert_one_line_error, make_project, run_cli
 from sglpatch import source
 from sglpatch.errors import UserError
 from sglpatch.pin import read_pin
@@ -31,28 +27,9 @@ def isolated_cache(tmp_path, monkeypatch):
 
 @pytest.fixture
 def local_index(tmp_path):
-    """A PEP 691 index on loopback serving whatever files the test puts in it."""
-    root = tmp_path / "index"
-    files: dict[str, bytes] = {}
-
-    def publish():
-        listing = {"files": [{"filename": n, "url": f"{base}/files/{n}",
-                              "hashes": {"sha256": hashlib.sha256(d).hexdigest()}}
-                             for n, d in files.items()]}
-        (root / "simple" / "sglang").mkdir(parents=True, exist_ok=True)
-        (root / "simple" / "sglang" / "index.html").write_text(json.dumps(listing))
-        (root / "files").mkdir(exist_ok=True)
-        for name, data in files.items():
-            (root / "files" / name).write_bytes(data)
-
-    handler = lambda *a, **k: http.server.SimpleHTTPRequestHandler(*a, directory=str(root), **k)
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    server.RequestHandlerClass.log_message = lambda *a: None
-    base = f"http://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield files, publish, f"{base}/simple"
-    server.shutdown()
+    index = LocalIndex(tmp_path / "index")
+    yield index
+    index.close()
 
 
 def test_pinned_release_imports_from_the_real_sdist(pinned_commit):
@@ -104,11 +81,9 @@ def test_no_network_and_no_cache(tmp_path, isolated_cache):
 
 
 def test_checksum_mismatch_of_a_download_is_a_hard_error(tmp_path, isolated_cache, local_index):
-    files, publish, url = local_index
-    files[PIN.artifact("sdist").filename] = b"not the real sdist"
-    publish()
+    local_index.publish(PIN.artifact("sdist").filename, b"not the real sdist")
     root = make_project(tmp_path / "p", {})
-    result = run_cli(root, "build", env={"SGLPATCH_INDEX_URL": url, "SGLPATCH_CACHE": str(isolated_cache)})
+    result = run_cli(root, "build", env={"SGLPATCH_INDEX_URL": local_index.url, "SGLPATCH_CACHE": str(isolated_cache)})
     assert_one_line_error(result, "checksum mismatch", PIN.artifact("sdist").filename, PIN.artifact("sdist").sha256)
     assert not (isolated_cache / "artifacts" / PIN.artifact("sdist").filename).exists()
     assert not list((isolated_cache / "mirror").glob("refs/tags/release/*"))
@@ -124,11 +99,9 @@ def test_checksum_mismatch_of_a_cached_file(isolated_cache):
 
 
 def test_unknown_version(isolated_cache, local_index):
-    files, publish, url = local_index
-    files["sglang-0.5.9.tar.gz"] = b"x"
-    publish()
+    local_index.publish("sglang-0.5.9.tar.gz", b"x")
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("SGLPATCH_INDEX_URL", url)
+        mp.setenv("SGLPATCH_INDEX_URL", local_index.url)
         with pytest.raises(UserError, match="SGLang 0.0.42 is not on the package index"):
             source.pristine_tree("0.0.42")
         with pytest.raises(UserError, match="not a PEP 440 version"):

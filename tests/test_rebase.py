@@ -1,0 +1,201 @@
+"""`rebase --onto`: one test per verdict, on synthetic releases served by a local package index.
+
+The releases are real sdists imported through the same code path as SGLang's; only their content
+is small and made up so that each verdict can be provoked on purpose.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import git
+import pytest
+
+from helpers import (LocalIndex, assert_one_line_error, commit_files, make_upstream, message,
+                     patch_text, pin_text, run_cli, sdist_bytes)
+from sglpatch import checks, rebase, source
+from sglpatch.errors import UserError
+from sglpatch.pin import read_pin
+from sglpatch.queue import PatchQueue
+from sglpatch.series import read_series_names
+
+RUNNER = "python/sglang/srt/model_executor/model_runner.py"
+KIMI = "python/sglang/srt/models/kimi_k25.py"
+OTHER = "python/sglang/srt/other.py"
+NEVER = "upstream>=99"
+OLD_COMMIT = "1" * 40
+NEW_COMMIT = "2" * 40
+
+V1 = {
+    RUNNER: "".join(f"line {i}\n" for i in range(1, 41)),
+    KIMI: ("class KimiK25:\n    def forward(self):\n        return 1\n"
+           + "".join(f"    # note {i}\n" for i in range(8)) + "\n    def load_weights(self):\n        pass\n"),
+    OTHER: "VALUE = 1\n",
+    "python/pyproject.toml": "[project]\nname = 'sglang'\n",
+}
+V2 = {
+    **V1,
+    # five new lines at the top move every later hunk; line 10 is rewritten (conflict bait)
+    RUNNER: "".join(f"new {i}\n" for i in range(5)) + V1[RUNNER].replace("line 10\n", "line 10 upstream\n"),
+    # upstream now returns 2 and delegates, written differently from our patch
+    KIMI: (V1[KIMI].replace("return 1", "return 2")
+           + "\n    def set_eagle3_layers_to_capture(self, layer_ids=None):\n"
+           "        return self.language_model.set_eagle3_layers_to_capture(layer_ids)\n"),
+}
+
+
+@pytest.fixture
+def env(tmp_path, monkeypatch):
+    monkeypatch.setenv("SGLPATCH_CACHE", str(tmp_path / "cache"))
+    index = LocalIndex(tmp_path / "index")
+    monkeypatch.setenv("SGLPATCH_INDEX_URL", index.url)
+    source._CACHED_LISTING.clear()
+    sha1 = index.publish("sglang-1.0.0.tar.gz", sdist_bytes("1.0.0", V1))
+    index.publish("sglang-1.1.0.tar.gz", sdist_bytes("1.1.0", V2))
+    upstream, base = make_upstream(tmp_path / "upstream-src", V1)
+    checks.register("test-kimi-delegates", "KimiK25 delegates set_eagle3_layers_to_capture")(
+        lambda tree: [] if "def set_eagle3_layers_to_capture" in (tree / KIMI).read_text()
+        else [checks.Finding("no delegation")])
+    yield {"root": tmp_path / "project", "sha1": sha1, "upstream": upstream, "base": base,
+           "env": {"SGLPATCH_CACHE": str(tmp_path / "cache"), "SGLPATCH_INDEX_URL": index.url}}
+    checks.REGISTRY.pop("test-kimi-delegates", None)
+    index.close()
+    source._CACHED_LISTING.clear()
+
+
+PATCHES = {
+    "clean": (OTHER, "VALUE = 1\n", "VALUE = 2\n", NEVER),
+    "moved": (RUNNER, "line 30\n", "line thirty\n", NEVER),
+    "conflict": (RUNNER, "line 10\n", "line ten\n", NEVER),
+    "textual": (KIMI, "return 1", "return 2", NEVER),
+    "semantic": (KIMI, "        pass\n", "        pass\n\n    def set_eagle3_layers_to_capture(self, ids=None):\n"
+                 "        self.language_model.set_eagle3_layers_to_capture(ids)\n", "check:test-kimi-delegates"),
+}
+
+
+def make_repo(env, kinds: list[str]) -> Path:
+    root = env["root"]
+    (root / "patches").mkdir(parents=True)
+    (root / "upstream.toml").write_text(pin_text("1.0.0", env["sha1"]))
+    (root / "CHANGELOG.md").write_text("# Changelog\n\n## [Unreleased]\n")
+    names = []
+    for number, kind in enumerate(kinds, 1):
+        path, old, new, drop = PATCHES[kind]
+        text = patch_text(env["upstream"], env["base"], {path: V1[path].replace(old, new)},
+                          message(f"{kind}: change", drop=drop))
+        name = f"{number:04d}-{kind}.patch"
+        (root / "patches" / name).write_text(text)
+        names.append(name)
+    (root / "patches" / "series").write_text("# synthetic series\n" + "".join(f"{n}\n" for n in names))
+    (root / ".gitignore").write_text("/build/\n")
+    repo = git.Repo.init(root)
+    repo.git.add("--all")
+    repo.git.update_index("--add", "--cacheinfo", f"160000,{OLD_COMMIT},upstream")
+    repo.git.commit("-qm", "project", env={"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
+                                           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"})
+    return root
+
+
+def snapshot(root: Path) -> dict[str, bytes]:
+    files = {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*")
+             if p.is_file() and ".git" not in p.parts and "build" not in p.parts}
+    files["<gitlink>"] = git.Repo(root).git.ls_files("--stage", "upstream").encode()
+    return files
+
+
+def verdicts(report: dict) -> dict[str, str]:
+    return {p["name"].split("-", 1)[1].removesuffix(".patch"): p["verdict"] for p in report["patches"]}
+
+
+def test_every_verdict_but_conflict_and_the_repository_after(env):
+    root = make_repo(env, ["clean", "moved", "textual", "semantic"])
+    report = rebase.start(root, "1.1.0", commit=NEW_COMMIT)
+    assert verdicts(report) == {"clean": "clean", "moved": "merged", "textual": "obsolete", "semantic": "obsolete"}
+    details = {p["name"]: p["detail"] for p in report["patches"]}
+    assert f"{RUNNER}:27->32" in details["0002-moved.patch"]
+    assert "already contains" in details["0003-textual.patch"]
+    assert "check:test-kimi-delegates" in details["0004-semantic.patch"]
+    # pin, series, patch files, gitlink and CHANGELOG all moved to 1.1.0
+    pin = read_pin(root)
+    assert (pin.version, pin.tag, pin.commit, pin.series_release) == ("1.1.0", "v1.1.0", NEW_COMMIT, 1)
+    assert pin.artifact("sdist").filename == "sglang-1.1.0.tar.gz"
+    assert read_series_names(root) == ["0001-clean.patch", "0002-moved.patch"]
+    assert not (root / "patches" / "0003-textual.patch").exists()
+    assert "@@ -32," in (root / "patches" / "0002-moved.patch").read_text()
+    assert NEW_COMMIT in git.Repo(root).git.ls_files("--stage", "upstream")
+    changelog = (root / "CHANGELOG.md").read_text()
+    assert ("Rebased onto SGLang 1.1.0: kept 0001-clean.patch, 0002-moved.patch; dropped "
+            "0003-textual.patch (upstreamed in 1.1.0), 0004-semantic.patch (upstreamed in 1.1.0)") in changelog
+    # and the rebased series builds on the new release
+    queue = PatchQueue(root)
+    assert queue.applied_names() == ["0001-clean.patch", "0002-moved.patch"]
+    assert run_cli(root, "prepare", env=env["env"]).returncode == 0
+
+
+def test_conflict_stops_with_markers_then_continue(env):
+    root = make_repo(env, ["clean", "conflict", "moved"])
+    result = run_cli(root, "rebase", "--onto", "1.1.0", env=env["env"])
+    assert result.returncode == 1
+    assert "stopped at 0002-conflict.patch: conflict in " + RUNNER in result.stdout
+    assert "--continue" in result.stdout and "--skip" in result.stdout and "--abort" in result.stdout
+    worked = root / "build" / "src" / RUNNER
+    assert "<<<<<<<" in worked.read_text()
+    # a rerun before resolving neither starts over nor loses the markers
+    assert_one_line_error(run_cli(root, "rebase", "--onto", "1.1.0", env=env["env"]), "in progress")
+    assert_one_line_error(run_cli(root, "rebase", "--continue", env=env["env"]), "conflict markers remain")
+    assert_one_line_error(run_cli(root, "build", env=env["env"]), "rebase is in progress")
+    assert "<<<<<<<" in worked.read_text()
+    # the maintainer resolves (in a fresh process, as after a crash) and goes on
+    worked.write_text(V2[RUNNER].replace("line 10 upstream\n", "line ten upstream\n"))
+    result = run_cli(root, "rebase", "--continue", "--json", env=env["env"])
+    assert result.returncode == 0, result.stderr
+    assert verdicts(json.loads(result.stdout)) == {"clean": "clean", "conflict": "merged", "moved": "merged"}
+    assert read_series_names(root) == ["0001-clean.patch", "0002-conflict.patch", "0003-moved.patch"]
+    assert "+line ten upstream" in (root / "patches" / "0002-conflict.patch").read_text()
+    assert read_pin(root).version == "1.1.0"
+    assert not (root / "build" / "rebase").exists()
+
+
+def test_skip_drops_the_conflicting_patch(env):
+    root = make_repo(env, ["conflict", "clean"])
+    assert run_cli(root, "rebase", "--onto", "1.1.0", env=env["env"]).returncode == 1
+    result = run_cli(root, "rebase", "--skip", "--json", env=env["env"])
+    assert result.returncode == 0, result.stderr
+    assert verdicts(json.loads(result.stdout)) == {"conflict": "skipped", "clean": "clean"}
+    assert read_series_names(root) == ["0002-clean.patch"]
+    assert "0001-conflict.patch (dropped by the maintainer)" in (root / "CHANGELOG.md").read_text()
+
+
+def test_abort_returns_exactly_to_the_state_before(env):
+    root = make_repo(env, ["clean", "conflict"])
+    (root / "CHANGELOG.md").write_text("# Changelog\n\n## [Unreleased]\n- uncommitted note\n")
+    before = snapshot(root)
+    assert run_cli(root, "rebase", "--onto", "1.1.0", env=env["env"]).returncode == 1
+    queue_head = git.Repo(root / "build" / "src").commit("patched").hexsha
+    result = run_cli(root, "rebase", "--abort", env=env["env"])
+    assert result.returncode == 0, result.stderr
+    assert "aborted" in result.stdout
+    assert snapshot(root) == before
+    work = git.Repo(root / "build" / "src")
+    assert work.head.commit.hexsha == queue_head and not work.is_dirty(untracked_files=True)
+    assert PatchQueue(root).applied_names() == ["0001-clean.patch", "0002-conflict.patch"]
+
+
+def test_dry_run_reports_all_verdicts_and_changes_nothing(env):
+    root = make_repo(env, ["clean", "conflict", "moved", "textual", "semantic"])
+    before = snapshot(root)
+    report = rebase.start(root, "1.1.0", dry_run=True)
+    assert verdicts(report) == {"clean": "clean", "conflict": "conflict", "moved": "merged",
+                                "textual": "obsolete", "semantic": "obsolete"}
+    assert snapshot(root) == before
+    assert not (root / "build").exists()
+
+
+def test_bad_targets_are_one_line_errors(env):
+    root = make_repo(env, ["clean"])
+    assert_one_line_error(run_cli(root, "rebase", "--onto", "1.0.0", env=env["env"]), "already on SGLang 1.0.0")
+    assert_one_line_error(run_cli(root, "rebase", "--onto", "7.7.7", env=env["env"]), "not on the package index")
+    assert_one_line_error(run_cli(root, "rebase", "--onto", "main", env=env["env"]), "not a PEP 440 version")
+    assert_one_line_error(run_cli(root, "rebase", "--continue", env=env["env"]), "no rebase is in progress")
+    assert not (root / "build" / "rebase").exists()
