@@ -5,9 +5,14 @@ import sys
 
 try:
     from sglpatch.cli import main
-except ImportError as exc:  # a missing dependency is an install step, not a crash
-    name = getattr(exc, "name", None) or str(exc)
-    print(f"error: cannot import {name} ({exc}): run `pip install -r requirements.txt`", file=sys.stderr)
+except ImportError as exc:  # a missing dependency or tool is an install step, not a crash
+    if "git executable" in str(exc):
+        print("error: the git program was not found on PATH: install git (e.g. apt-get install git)",
+              file=sys.stderr)
+    else:
+        name = getattr(exc, "name", None) or str(exc)
+        print(f"error: missing Python package {name}: run `pip install -r requirements.txt`",
+              file=sys.stderr)
     sys.exit(2)
 
 if __name__ == "__main__":

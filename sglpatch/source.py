@@ -54,16 +54,27 @@ class RemoteFile:
     sha256: str
 
 
-def _index_files(version: str) -> list[RemoteFile]:
+def _index_listing() -> dict:
     url = f"{index_url()}/{PROJECT}/"
     request = urllib.request.Request(url, headers={"Accept": "application/vnd.pypi.simple.v1+json"})
     try:
         with urllib.request.urlopen(request, timeout=60) as response:
-            listing = json.load(response)
+            return json.load(response)
     except (urllib.error.URLError, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", exc)
         raise UserError(f"cannot reach the package index {url} ({reason})",
                         "connect to PyPI once so the artifact can be cached") from None
+
+
+def released_versions() -> list[str]:
+    """Every final (non pre-release) SGLang release on the index, oldest first."""
+    found = {_filename_version(f["filename"]) for f in _index_listing().get("files", [])
+             if not f.get("yanked")}
+    return [str(v) for v in sorted(v for v in found if v is not None and not v.is_prerelease)]
+
+
+def _index_files(version: str) -> list[RemoteFile]:
+    listing = _index_listing()
     files = []
     for f in listing.get("files", []):
         name = f["filename"]

@@ -151,6 +151,13 @@ def test_patch_that_breaks_python_fails_the_build(pristine, tmp_path):
 
 
 def test_missing_dependency_is_one_line(tmp_path):
+    # -S hides site-packages, where GitPython is installed
     result = subprocess.run([sys.executable, "-S", str(REPO_ROOT / "build.py")], capture_output=True, text=True,
                             cwd=tmp_path)
-    assert_one_line_error(result, "pip install -r requirements.txt")
+    assert_one_line_error(result, "missing Python package git", "pip install -r requirements.txt")
+
+
+def test_missing_git_program_is_one_line(tmp_path):
+    result = subprocess.run([sys.executable, str(REPO_ROOT / "build.py"), "status"], capture_output=True,
+                            text=True, env={"PATH": str(tmp_path), "HOME": str(tmp_path)})
+    assert_one_line_error(result, "git program was not found", "install git")
