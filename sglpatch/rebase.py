@@ -184,7 +184,8 @@ def apply_one(repo: git.Repo, patch: PatchEntry, version: str, pristine: Path) -
                                  if line.startswith("CONFLICT") and "in " in line})
             if not conflicted:
                 conflicted = [f for f in patch.files]
-            return Verdict(patch.name, "conflict", "three-way merge stopped", conflicted)
+            return Verdict(patch.name, "conflict", f"three-way merge stopped in {', '.join(conflicted)}",
+                           conflicted)
         if repo.head.commit.hexsha == before:
             return Verdict(patch.name, "obsolete", f"merges to no change on SGLang {version}",
                            list(patch.files))
