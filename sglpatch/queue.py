@@ -121,7 +121,7 @@ class PatchQueue:
 
     def ensure_clean(self, action: str) -> None:
         if self.is_dirty():
-            changed = [item.a_path for item in self.repo.index.diff(None)] + self.repo.untracked_files
+            changed = [line[3:] for line in self.repo.git.status("--porcelain").splitlines()]
             shown = ", ".join(changed[:3]) + (" ..." if len(changed) > 3 else "")
             raise UserError(f"cannot {action}: {self.path} has uncommitted edits ({shown})",
                             "fold them into a patch with `refresh` or `new NAME`, "
