@@ -71,8 +71,9 @@ def prepare_tree(root: Path) -> tuple[Pin, Series, str, PatchQueue]:
     return pin, series, base, queue
 
 
-def check_tree(tree: Path, series: Series) -> None:
-    """The build gate: patched Python compiles, and each check the series names passes."""
+def check_tree(tree: Path, series: Series, pin: Pin) -> None:
+    """The build gate: patched Python compiles; the pin's required checks and each check the
+    series names pass."""
     for repo_path in series.touched_files():
         path = tree / repo_path
         if path.suffix == ".py" and path.exists():
@@ -81,7 +82,8 @@ def check_tree(tree: Path, series: Series) -> None:
             except SyntaxError as exc:
                 raise UserError(f"patched {repo_path} does not compile (line {exc.lineno}: {exc.msg})",
                                 "fix the patch that touches it") from None
-    for result in checks.run_checks(tree, series.check_names()):
+    names = list(dict.fromkeys([*pin.required_checks, *series.check_names()]))
+    for result in checks.run_checks(tree, names):
         say(f"check {result.name}: {'ok' if result.passed else 'FAILED'}")
         if not result.passed:
             first = result.findings[0]
@@ -92,7 +94,7 @@ def check_tree(tree: Path, series: Series) -> None:
 
 def build(root: Path) -> BuildResult:
     pin, series, base, queue = prepare_tree(root)
-    check_tree(queue.path, series)
+    check_tree(queue.path, series, pin)
     upstream_wheel = source.release_artifact(pin.version, "wheel", pin)
     if upstream_wheel is None:
         raise UserError(f"SGLang {pin.version} has no wheel on the index", "pin a release with a wheel")

@@ -31,6 +31,7 @@ class Pin:
     artifacts: tuple[Artifact, ...] = field(default_factory=tuple)
     series_local: str = "kimi"
     series_release: int = 1
+    required_checks: tuple[str, ...] = ()
 
     @property
     def local_version(self) -> str:
@@ -42,7 +43,9 @@ class Pin:
 
     def with_release(self, version: str, tag: str, commit: str | None,
                      artifacts: tuple[Artifact, ...]) -> Pin:
-        return replace(self, version=version, tag=tag, commit=commit, artifacts=artifacts)
+        """The pin moved to another upstream release: the series release starts again at 1."""
+        return replace(self, version=version, tag=tag, commit=commit, artifacts=artifacts,
+                       series_release=1)
 
 
 def read_pin(root: Path) -> Pin:
@@ -68,6 +71,7 @@ def read_pin(root: Path) -> Pin:
             artifacts=artifacts,
             series_local=str(series.get("local", "kimi")),
             series_release=int(series.get("release", 1)),
+            required_checks=tuple(str(c) for c in series.get("checks", [])),
         )
     except KeyError as exc:
         raise UserError(f"{path} lacks the key {exc}", "restore it from git") from None

@@ -7,6 +7,7 @@ module moves patches between ``patches/`` and commits. No operation discards unc
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -128,11 +129,33 @@ class PatchQueue:
                             "or commit/stash them yourself")
 
     def ensure_exported(self) -> None:
-        """Every applied commit must equal its patch file, or resetting would lose it."""
+        """Refuse to drop an applied commit that holds work its patch file does not.
+
+        A commit that still is the one we made from (or exported to) the patch file is
+        disposable even when the file changed since (edited in patches/, or pulled): the file is
+        the newer truth. A commit changed in the work tree is only disposable once exported.
+        """
+        synced = self._synced()
         for name, commit in zip(self.applied_names(), self.applied_commits()):
+            if synced.get(name) == commit.hexsha:
+                continue
             if self.format_patch(commit) != (self.root / PATCH_DIR / name).read_text():
-                raise UserError(f"applied patch {name} differs from {PATCH_DIR}/{name}",
-                                "run `python build.py export` to save it (or revert the commit)")
+                raise UserError(f"applied patch {name} in {self.path} differs from {PATCH_DIR}/{name}",
+                                "run `python build.py export` to keep the commit, "
+                                "or `git -C build/src reset --hard refs/sglpatch/base` to drop it")
+
+    def _synced_path(self) -> Path:
+        return Path(self.repo.git_dir) / "sglpatch-synced.json"
+
+    def _synced(self) -> dict[str, str]:
+        """Patch name -> the commit that was last identical to its patch file."""
+        path = self._synced_path()
+        return json.loads(path.read_text()) if path.exists() else {}
+
+    def _mark_synced(self, name: str, commit: str) -> None:
+        synced = self._synced()
+        synced[name] = commit
+        self._synced_path().write_text(json.dumps(synced, indent=1, sort_keys=True))
 
     # ------------------------------------------------------------ interrupted runs
 
@@ -194,6 +217,7 @@ class PatchQueue:
             at = f"stopped after {top[-1]}" if top else "nothing applied"
             raise UserError(f"patch {name} does not apply: {where} ({at})",
                             "refresh the patch against this upstream, or use `rebase` for a new release") from None
+        self._mark_synced(name, self.repo.head.commit.hexsha)
         marker.unlink(missing_ok=True)
 
     def _diagnose(self, patch: Path) -> str:
@@ -287,6 +311,7 @@ class PatchQueue:
         text = self.format_patch(commit)
         if not path.exists() or path.read_text() != text:
             path.write_text(text)
+        self._mark_synced(name, commit.hexsha)
         return path
 
     def format_patch(self, commit: git.Commit) -> str:

@@ -281,8 +281,7 @@ def _update_pin(root: Path, state: State) -> None:
         path = source.release_artifact(state.onto, kind)
         if path is not None:
             artifacts.append(Artifact(kind, path.name, source._sha256(path)))
-    new = pin.with_release(state.onto, f"v{state.onto}", state.commit, tuple(artifacts))
-    write_pin(root, type(new)(**{**asdict(new), "artifacts": tuple(artifacts), "series_release": 1}))
+    write_pin(root, pin.with_release(state.onto, f"v{state.onto}", state.commit, tuple(artifacts)))
     if state.commit and _gitlink(root):
         repo = git.Repo(root)
         with repo.git.custom_environment(**git_env()):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -62,7 +63,9 @@ def message(subject: str, status: str = "Pending", drop: str = "check:example") 
 
 def make_project(path: Path, patches: dict[str, str], series: list[str] | None = None) -> Path:
     (path / "patches").mkdir(parents=True)
-    (path / "upstream.toml").write_text((REPO_ROOT / "upstream.toml").read_text())
+    # The fork's required checks hold only with our series; test series start from a bare pin.
+    pin = (REPO_ROOT / "upstream.toml").read_text()
+    (path / "upstream.toml").write_text(re.sub(r"(?m)^checks = .*$", "checks = []", pin))
     for name, text in patches.items():
         (path / "patches" / name).write_text(text)
     names = list(patches) if series is None else series

@@ -197,3 +197,14 @@ def test_new_without_edits_is_refused(project):
     root, queue = project
     assert_one_line_error(run_cli(root, "new", "0003-nothing"), "no edits")
     assert_one_line_error(run_cli(root, "refresh"), "no patch is applied")
+
+
+def test_patch_file_edited_after_apply_wins_over_the_stale_commit(project, upstream):
+    root, queue = project
+    queue.push(all=True)
+    patch = root / "patches" / "0001-runner.patch"
+    patch.write_text(patch.read_text().replace("Why this change exists.", "Why, said better."))
+    queue.reset_to(*upstream)  # e.g. `python build.py` after a `git pull` changed patches/
+    queue.push(all=True)
+    assert "Why, said better." in queue.applied_commits()[0].message
+    assert queue.format_patch(queue.applied_commits()[0]) == patch.read_text()
