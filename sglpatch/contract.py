@@ -1,1 +1,0 @@
-"""EAGLE-3 target-interface contract checks (static, `ast` only; never imports SGLang)."""

@@ -1,0 +1,312 @@
+"""Classes in the tree: base resolution across modules, MRO, member lookup, wrapper models.
+
+A *wrapper model* is a class under ``srt/models/`` that holds an inner language model in an
+attribute (``self.language_model = DeepseekV3ForCausalLM(...)``) instead of inheriting from it,
+so every part of the runtime interface the inner model has must be delegated by hand.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from .tree import MODELS, SRT, ClassOutline, Member, SourceTree, Symbol
+
+# torch.nn.Module's public (and commonly used private) attributes: the one external base every
+# model class has. This is torch's API, not SGLang's contract, so it is listed rather than derived.
+NN_MODULE_MEMBERS = frozenset("""
+__call__ __init__ __getattr__ __setattr__ __delattr__ __dir__ __repr__ __getstate__ __setstate__
+forward training dump_patches call_super_init T_destination
+register_buffer register_parameter add_module register_module get_submodule set_submodule
+get_parameter get_buffer get_extra_state set_extra_state apply cuda ipu xpu mtia cpu type float
+double half bfloat16 to_empty to register_full_backward_pre_hook register_backward_hook
+register_full_backward_hook register_forward_pre_hook register_forward_hook
+register_state_dict_post_hook register_state_dict_pre_hook register_load_state_dict_pre_hook
+register_load_state_dict_post_hook state_dict load_state_dict parameters named_parameters buffers
+named_buffers children named_children modules named_modules train eval requires_grad_ zero_grad
+share_memory extra_repr compile
+_apply _call_impl _wrapped_call_impl _get_name _named_members _load_from_state_dict
+_save_to_state_dict _parameters _buffers _modules _non_persistent_buffers_set _forward_hooks
+_forward_pre_hooks _backward_hooks _backward_pre_hooks _state_dict_hooks _load_state_dict_pre_hooks
+_version _is_full_backward_hook _compiled_call_impl
+""".split())
+NN_MODULE_BASES = frozenset(("torch.nn.Module", "torch.nn.modules.module.Module"))
+# Bases that contribute nothing the runtime looks up.
+EMPTY_BASES = frozenset(("builtins.object", "object", "abc.ABC", "typing.Generic", "typing.Protocol",
+                         "typing_extensions.Protocol", "abc.ABCMeta", "enum.Enum"))
+# Attribute names that hold the language model in multimodal wrappers; used only when the class
+# assigned there is chosen at runtime (e.g. ``self.language_model = lm_cls(...)``).
+DYNAMIC_INNER_ATTRS = ("language_model", "llm")
+
+
+@dataclass(frozen=True)
+class ClassRef:
+    module: str
+    name: str
+
+    @property
+    def qualname(self) -> str:
+        return f"{self.module}.{self.name}"
+
+
+@dataclass(frozen=True)
+class External:
+    dotted: str
+
+
+@dataclass
+class Lookup:
+    status: str  # present | forwarded | missing | unknown
+    owner: str | None = None  # class that provides it (qualified), or "torch.nn.Module"
+    kind: str | None = None
+    location: str | None = None
+    note: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status in ("present", "forwarded")
+
+
+@dataclass
+class Inner:
+    attr: str
+    line: int
+    candidates: list  # ClassRef | External | "?"
+    lm: list[ClassRef] = field(default_factory=list)  # the candidates that are language models
+
+
+class ClassIndex:
+    def __init__(self, tree: SourceTree):
+        self.tree = tree
+        self._mro: dict[ClassRef, list] = {}
+        self._names: dict[str, list[ClassRef]] | None = None
+        self._lm: dict[ClassRef, bool] = {}
+        self._wrapper: dict[ClassRef, bool] = {}
+
+    # ------------------------------------------------------------ lookup of classes
+
+    def outline(self, ref: ClassRef) -> ClassOutline | None:
+        mod = self.tree.module(ref.module)
+        return mod.outline.classes.get(ref.name) if mod else None
+
+    def location(self, ref: ClassRef, line: int | None = None) -> str:
+        mod = self.tree.module(ref.module)
+        co = self.outline(ref)
+        return f"{mod.relpath}:{line if line is not None else (co.line if co else 0)}"
+
+    def resolve(self, module: str, expr: str | None):
+        """A class expression as written in ``module`` -> ClassRef, External, or None."""
+        if not expr:
+            return None
+        sym = self.tree.resolve_dotted(module, expr)
+        return self._from_symbol(sym, expr)
+
+    @staticmethod
+    def _from_symbol(sym: Symbol, expr: str):
+        if sym.kind == "class":
+            return ClassRef(sym.module, sym.name)
+        if sym.kind == "external":
+            return External(sym.qualname)
+        return None
+
+    def by_name(self, name: str) -> list[ClassRef]:
+        """Classes called ``name`` (models first), found by a text scan before any parsing."""
+        if "." in name:
+            module, _, cls = name.rpartition(".")
+            ref = ClassRef(module, cls)
+            return [ref] if self.outline(ref) else []
+        if self._names is None:
+            self._names = {}
+            self._scanned = []
+        pattern = re.compile(r"^class\s+(\w+)", re.M)
+        for pkg in (MODELS, SRT):
+            if name in self._names or pkg in self._scanned:
+                break
+            self._scanned.append(pkg)
+            for mod in self.tree.package_modules(pkg):
+                if pkg == SRT and mod.name.startswith(MODELS + "."):
+                    continue
+                src = mod.source
+                if "class " not in src:
+                    continue
+                for m in pattern.finditer(src):
+                    self._names.setdefault(m.group(1), []).append(ClassRef(mod.name, m.group(1)))
+        return [r for r in self._names.get(name, []) if self.outline(r) is not None]
+
+    def model_classes(self) -> list[ClassRef]:
+        out = []
+        for mod in self.tree.package_modules(MODELS):
+            for name in mod.outline.classes:
+                out.append(ClassRef(mod.name, name))
+        return out
+
+    # ------------------------------------------------------------ MRO
+
+    def bases(self, ref: ClassRef) -> list:
+        co = self.outline(ref)
+        if co is None:
+            return []
+        out = []
+        for b in co.bases:
+            r = self.resolve(ref.module, b)
+            out.append(r if r is not None else External(b or "?"))
+        return out
+
+    def mro(self, ref: ClassRef) -> list:
+        if ref in self._mro:
+            return self._mro[ref]
+        self._mro[ref] = [ref]  # recursion guard for cyclic or self-referential bases
+        seqs = []
+        for b in self.bases(ref):
+            seqs.append(self.mro(b) if isinstance(b, ClassRef) else [b])
+        bases = self.bases(ref)
+        result = [ref] + _c3_merge(seqs + [list(bases)])
+        self._mro[ref] = result
+        return result
+
+    # ------------------------------------------------------------ members
+
+    def lookup(self, ref: ClassRef, member: str, *, on_class: bool = False, _depth: int = 0) -> Lookup:
+        unknown = []
+        for c in self.mro(ref):
+            if isinstance(c, External):
+                if c.dotted in NN_MODULE_BASES or c.dotted.endswith(".nn.Module"):
+                    if member in NN_MODULE_MEMBERS:
+                        return Lookup("present", "torch.nn.Module", "nn.Module")
+                elif c.dotted not in EMPTY_BASES:
+                    unknown.append(c.dotted)
+                continue
+            co = self.outline(c)
+            if co is None:
+                continue
+            m = co.members.get(member)
+            if m is None or m.kind == "annotation" or (on_class and m.kind == "self-attr"):
+                continue
+            kind = m.kind + (f" ({m.where}{', conditional' if m.conditional else ''})"
+                             if m.kind == "self-attr" else "")
+            return Lookup("present", c.qualname, kind, self.location(c, m.line))
+        if not on_class and _depth < 3:
+            for c in self.mro(ref):
+                if not isinstance(c, ClassRef):
+                    continue
+                co = self.outline(c)
+                if co is None or co.getattr_forward is None:
+                    continue
+                where = self.location(c, co.members["__getattr__"].line)
+                if co.getattr_forward == "?":
+                    return Lookup("forwarded", c.qualname, "__getattr__", where,
+                                  "forwarded by __getattr__ (target not resolved)")
+                targets = [t for t in self.held(ref).get(co.getattr_forward, []) if isinstance(t, ClassRef)]
+                for t in targets:
+                    inner = self.lookup(t, member, _depth=_depth + 1)
+                    if inner.ok:
+                        return Lookup("forwarded", c.qualname, "__getattr__", where,
+                                      f"forwarded by __getattr__ to self.{co.getattr_forward} "
+                                      f"({t.name}: {inner.kind})")
+                note = f"__getattr__ forwards to self.{co.getattr_forward}"
+                if targets:
+                    return Lookup("missing", None, None, where, note + f" ({targets[0].name} lacks it)")
+                return Lookup("forwarded", c.qualname, "__getattr__", where, note + " (unresolved)")
+        if unknown:
+            return Lookup("unknown", None, None, None, f"not found; external base {unknown[0]} not analysed")
+        return Lookup("missing")
+
+    def method_params(self, ref: ClassRef, method: str) -> tuple[Member | None, str | None]:
+        for c in self.mro(ref):
+            if isinstance(c, ClassRef):
+                co = self.outline(c)
+                m = co.members.get(method) if co else None
+                if m is not None and m.kind in ("method", "classmethod", "staticmethod"):
+                    return m, self.location(c, m.line)
+        return None, None
+
+    # ------------------------------------------------------------ inner models and wrappers
+
+    def held(self, ref: ClassRef) -> dict[str, list]:
+        """attr -> classes constructed into ``self.attr`` anywhere in the MRO (subclass first)."""
+        out: dict[str, list] = {}
+        for c in self.mro(ref):
+            if not isinstance(c, ClassRef):
+                continue
+            co = self.outline(c)
+            if co is None:
+                continue
+            for attr, cands in co.holds.items():
+                if attr in out:
+                    continue
+                resolved = []
+                for cand in cands:
+                    if cand == "?":
+                        resolved.append("?")
+                        continue
+                    r = self.resolve(c.module, cand)
+                    resolved.append(r if r is not None else "?")
+                out[attr] = resolved
+        return out
+
+    def _holds_line(self, ref: ClassRef, attr: str) -> str | None:
+        for c in self.mro(ref):
+            if isinstance(c, ClassRef):
+                co = self.outline(c)
+                if co and attr in co.holds_line:
+                    return self.location(c, co.holds_line[attr])
+        return None
+
+    def is_causal_lm(self, ref: ClassRef) -> bool:
+        """A complete language model: its MRO builds the logits processor (LM head side).
+
+        Names are no evidence: many wrappers are called ``...ForCausalLM`` too.
+        """
+        if ref not in self._lm:
+            self._lm[ref] = False
+            for c in self.mro(ref):
+                if isinstance(c, ClassRef):
+                    co = self.outline(c)
+                    if co is not None and co.sets_logits_processor:
+                        self._lm[ref] = True
+                        break
+        return self._lm[ref]
+
+    def inherits_causal_lm(self, ref: ClassRef) -> bool:
+        return any(isinstance(c, ClassRef) and c != ref and self.is_causal_lm(c) for c in self.mro(ref)[1:])
+
+    def inner_models(self, ref: ClassRef, _depth: int = 0) -> list[Inner]:
+        out = []
+        for attr, cands in self.held(ref).items():
+            lm = [c for c in cands if isinstance(c, ClassRef) and c != ref
+                  and (self.is_causal_lm(c) or (_depth < 3 and self.is_wrapper(c, _depth + 1)))]
+            dynamic = cands and all(c == "?" for c in cands) and attr in DYNAMIC_INNER_ATTRS
+            if lm or dynamic:
+                where = self._holds_line(ref, attr)
+                line = int(where.rpartition(":")[2]) if where else 0
+                out.append(Inner(attr, line, cands, lm))
+        return out
+
+    def is_wrapper(self, ref: ClassRef, _depth: int = 0) -> bool:
+        if ref in self._wrapper:
+            return self._wrapper[ref]
+        self._wrapper[ref] = False  # recursion guard
+        result = (self.outline(ref) is not None and not self.inherits_causal_lm(ref)
+                  and bool(self.inner_models(ref, _depth)))
+        self._wrapper[ref] = result
+        return result
+
+
+def _c3_merge(seqs: list[list]) -> list:
+    seqs = [list(s) for s in seqs if s]
+    out = []
+    while seqs:
+        for s in seqs:
+            head = s[0]
+            if not any(head in t[1:] for t in seqs):
+                break
+        else:  # inconsistent hierarchy: fall back to depth-first order
+            for s in seqs:
+                for x in s:
+                    if x not in out:
+                        out.append(x)
+            return out
+        out.append(head)
+        seqs = [[x for x in s if x != head] for s in seqs]
+        seqs = [s for s in seqs if s]
+    return out

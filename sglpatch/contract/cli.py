@@ -1,0 +1,101 @@
+"""``python build.py check``: the EAGLE-3 target-interface contract checker."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..errors import UserError
+from .core import DEFAULT_MODELS, check_tree
+
+HELP = "check model classes against the EAGLE-3 target-model contract derived from a tree"
+DESCRIPTION = f"""\
+Derive, from the SGLang source tree itself, every attribute and method the runtime uses on the
+target and draft models (model runner, CUDA graph runners, speculative workers, EPLB), then
+report every member each selected model lacks while its inner language model has it, the EAGLE-3
+capture-layer wiring, and the other named checks. Static (ast only): no GPU, no SGLang import.
+
+Default tree: the patched work tree build/src. Default model: {', '.join(DEFAULT_MODELS)}.
+Exit status: 0 clean; 1 a selected model has a gap, the contract could not be derived, or the
+wiring check fails (the SM12x checks are shown but do not affect it); 2 usage error."""
+
+
+def register_cli(subparsers, common=None) -> None:
+    parents = [common] if common is not None else []
+    p = subparsers.add_parser("check", parents=parents, help=HELP, description=DESCRIPTION,
+                              formatter_class=_formatter())
+    if common is None:
+        p.add_argument("--json", action="store_true", help="machine-readable output on stdout")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--tree", type=Path, metavar="PATH",
+                       help="any checkout laid out like upstream's repository (python/sglang/...)")
+    where.add_argument("--version", dest="upstream_version", metavar="V",
+                       help="a pristine SGLang release (fetched from PyPI and cached)")
+    p.add_argument("--model", action="append", dest="models", metavar="NAME",
+                   help="model class to check (repeatable; default: %s)" % ", ".join(DEFAULT_MODELS))
+    p.add_argument("--all-models", action="store_true",
+                   help="check every wrapper model in the tree (plus any --model)")
+    p.add_argument("--contract", action="store_true",
+                   help="also list the derived contract (every member, its guards and sites)")
+    p.set_defaults(func=handler)
+
+
+def _formatter():
+    import argparse
+    return argparse.RawDescriptionHelpFormatter
+
+
+def resolve_tree(args) -> Path:
+    if getattr(args, "tree", None) is not None:
+        tree = Path(args.tree).expanduser()
+        if not tree.exists():
+            raise UserError(f"no such directory: {tree}", "pass an SGLang checkout with --tree")
+        return tree
+    root = Path(getattr(args, "root", None) or Path(__file__).resolve().parents[2])
+    if getattr(args, "upstream_version", None):
+        from .. import source
+        from ..pin import read_pin
+        try:
+            pin = read_pin(root)  # verifies the pinned release's artifact against the pin
+        except UserError:
+            pin = None
+        return source.pristine_tree(args.upstream_version, pin)
+    tree = root / "build" / "src"
+    if not (tree / "python" / "sglang").is_dir():
+        raise UserError(f"no patched work tree at {tree}",
+                        "run `python build.py prepare` first, or pass --tree PATH or --version V")
+    return tree
+
+
+def handler(args) -> int:
+    from . import named
+    from ..checks import REGISTRY
+    tree = resolve_tree(args)
+    an = named.analysis_for(tree)
+    report = check_tree(tree, args.models, all_models=args.all_models, analysis=an)
+    extra = []
+    for name in ("sm120-allreduce-fusion-gate", "sm12-torch-symm-mem"):
+        check = REGISTRY.get(name)
+        if check is None:
+            continue
+        findings = check.run(tree)
+        detail = ""
+        if findings:
+            first = str(findings[0])
+            detail = first + (f" (+{len(findings) - 1} more)" if len(findings) > 1 else "")
+        extra.append((name, not findings, detail))
+    failed = bool(report.gaps or report.problems or not report.wiring.passed)
+    if getattr(args, "json", False):
+        data = report.to_json()
+        if not args.contract:
+            data["contract"] = {k: v for k, v in data["contract"].items() if k in ("patterns", "problems")} | {
+                "target_members": len(report.contract.target),
+                "required": sorted(i.label for i in report.contract.target.values() if i.required),
+                "draft_members": len(report.contract.draft)}
+        data["checks"] = {name: {"passed": ok, "detail": detail or None} for name, ok, detail in extra}
+        data["exit"] = 1 if failed else 0
+        print(json.dumps(data, indent=2))
+    else:
+        from .render import render
+        print(render(report, extra_checks=extra, show_contract=args.contract))
+    return 1 if failed else 0
