@@ -8,7 +8,8 @@ the negative control: it proves each test notices when its patch is missing.
 Models are tiny random ones written here as ``config.json`` files and loaded by SGLang's own
 ``ModelRunner`` with ``load_format="dummy"``. GPU hardware (SM90/SM100/SM120) is simulated inside
 the scripts by replacing the capability queries (``torch.cuda.*``) only; the gates themselves run
-as shipped. What only a GPU can prove is in :func:`test_on_gpu`, skipped without one.
+as shipped. What only a GPU can prove is in :func:`test_fusion_probe_on_real_sm12x_hardware` and the
+smoke tests' GPU twins, skipped without one.
 """
 
 from __future__ import annotations
@@ -17,10 +18,8 @@ import json
 
 import pytest
 
-try:
-    from sglang_runtime import RESULT_MARKER
-except ImportError:  # the fixture module's marker, if it is not importable from here
-    RESULT_MARKER = "SGLPATCH_RESULT "
+import sglang_runtime
+from sglang_runtime import RESULT_MARKER
 
 VARIANTS = ("patched", "pristine")
 
@@ -684,11 +683,25 @@ def test_torch_symm_mem_sm12_disables(symm_mem):
 # --------------------------------------------------------------------------------------------
 
 
+GPU_PROBE = """
+import flashinfer, torch
+from sglang.srt.layers.flashinfer_comm_fusion import probe_flashinfer_allreduce_fusion_sm12x
+supported, why = probe_flashinfer_allreduce_fusion_sm12x()
+emit({"major": torch.cuda.get_device_capability()[0], "flashinfer": flashinfer.__version__,
+      "supported": supported, "why": why})
+"""
+
+
 @pytest.mark.gpu
-@pytest.mark.skip(reason="needs NVIDIA GPUs: real CUDA graph capture/replay of an EAGLE-3 target "
-                  "(draft fed the configured layers in graph replays), the FlashInfer "
-                  "allreduce fusion kernels building and running on SM120 with TP >= 2 and "
-                  "their speed, and torch symmetric memory on SM12x hardware cannot be shown on "
-                  "a CPU")
-def test_on_gpu():
-    raise AssertionError("GPU-only; see the skip reason")
+@pytest.mark.skipif(not sglang_runtime.gpu_available(),
+                    reason="needs an NVIDIA SM12x GPU: on a CPU the probe only sees simulated "
+                           "capabilities (tested above); CUDA graph replay is in the smoke GPU twins "
+                           "and fused-allreduce speed in benchmarks/gpu_eagle3.py")
+def test_fusion_probe_on_real_sm12x_hardware(runtime):
+    from packaging.version import Version
+    result = runtime.run(sglang_runtime.emit_snippet() + GPU_PROBE, variant="patched", harness=False)
+    assert result.returncode == 0, result.describe()
+    data = result.result()
+    if data["major"] != 12:
+        pytest.skip(f"GPU is SM{data['major']}x, not SM12x")
+    assert data["supported"] == (Version(data["flashinfer"]) >= Version("0.6.17")), data["why"]
