@@ -148,3 +148,13 @@ def pin_text(version: str, sdist_sha256: str) -> str:
             f'tag = "v{version}"\ncommit = ""\n\n[upstream.artifacts.sdist]\n'
             f'filename = "sglang-{version}.tar.gz"\nsha256 = "{sdist_sha256}"\n\n'
             '[series]\nlocal = "kimi"\nrelease = 3\n')
+
+
+def commit_project(root: Path, upstream_commit: str) -> git.Repo:
+    """Make a project directory a git repository with the upstream submodule gitlink, as ours is."""
+    repo = git.Repo.init(root)
+    repo.git.add("--all")
+    repo.git.update_index("--add", "--cacheinfo", f"160000,{upstream_commit},upstream")
+    with repo.git.custom_environment(**AUTHOR_ENV):
+        repo.git.commit("-qm", "project")
+    return repo

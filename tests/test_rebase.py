@@ -12,7 +12,7 @@ from pathlib import Path
 import git
 import pytest
 
-from helpers import (LocalIndex, assert_one_line_error, commit_files, make_upstream, message,
+from helpers import (LocalIndex, assert_one_line_error, commit_files, commit_project, make_upstream, message,
                      patch_text, pin_text, run_cli, sdist_bytes)
 from sglpatch import checks, rebase, source
 from sglpatch.errors import UserError
@@ -89,11 +89,7 @@ def make_repo(env, kinds: list[str]) -> Path:
         names.append(name)
     (root / "patches" / "series").write_text("# synthetic series\n" + "".join(f"{n}\n" for n in names))
     (root / ".gitignore").write_text("/build/\n")
-    repo = git.Repo.init(root)
-    repo.git.add("--all")
-    repo.git.update_index("--add", "--cacheinfo", f"160000,{OLD_COMMIT},upstream")
-    repo.git.commit("-qm", "project", env={"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
-                                           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"})
+    commit_project(root, OLD_COMMIT)
     return root
 
 

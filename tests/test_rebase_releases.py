@@ -5,10 +5,9 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-import git
 import pytest
 
-from helpers import REPO_ROOT
+from helpers import REPO_ROOT, commit_project
 from sglpatch import rebase
 from sglpatch.pin import read_pin
 from sglpatch.series import read_series, read_series_names
@@ -30,11 +29,7 @@ def project(tmp_path):
     for name in ("upstream.toml", "CHANGELOG.md", ".gitignore"):
         shutil.copy(REPO_ROOT / name, root / name)
     shutil.copytree(REPO_ROOT / "patches", root / "patches")
-    repo = git.Repo.init(root)
-    repo.git.add("--all")
-    repo.git.update_index("--add", "--cacheinfo", f"160000,{read_pin(REPO_ROOT).commit},upstream")
-    repo.git.commit("-qm", "copy", env={"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
-                                        "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"})
+    commit_project(root, read_pin(REPO_ROOT).commit)
     return root
 
 
