@@ -89,7 +89,7 @@ def check_tree(tree: Path, series: Series, pin: Pin) -> None:
             first = result.findings[0]
             more = f" (+{len(result.findings) - 1} more)" if len(result.findings) > 1 else ""
             raise UserError(f"check {result.name} failed on the patched tree: {first}{more}",
-                            f"see `python build.py check` for the full report")
+                            "see `python build.py check` for the full report")
 
 
 def build(root: Path) -> BuildResult:

@@ -22,7 +22,6 @@ from .errors import UserError
 PATCH_DIR = "patches"
 SERIES_FILE = "series"
 UPSTREAM_STATUSES = ("Pending", "Submitted", "Backport", "Denied", "Inappropriate", "Accepted")
-_SUBJECT = re.compile(r"^Subject: (?:\[PATCH[^\]]*\] )?(.*)$")
 _DIFF_FILE = re.compile(r"^diff --git a/(\S+) b/(\S+)$", re.M)
 
 

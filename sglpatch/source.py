@@ -27,7 +27,7 @@ from packaging.version import Version
 
 from .cache import cache_dir
 from .errors import UserError
-from .gitenv import FIXED_IDENTITY, git_env
+from .gitenv import git_env
 from .pin import Artifact, Pin, validate_version
 
 DEFAULT_INDEX = "https://pypi.org/simple"

@@ -12,10 +12,9 @@ from pathlib import Path
 import git
 import pytest
 
-from helpers import (LocalIndex, assert_one_line_error, commit_files, commit_project, make_upstream, message,
+from helpers import (LocalIndex, assert_one_line_error, commit_project, make_upstream, message,
                      patch_text, pin_text, run_cli, sdist_bytes)
 from sglpatch import checks, rebase, source
-from sglpatch.errors import UserError
 from sglpatch.pin import read_pin
 from sglpatch.queue import PatchQueue
 from sglpatch.series import read_series_names
