@@ -98,13 +98,14 @@ def build(root: Path) -> BuildResult:
     upstream_wheel = source.release_artifact(pin.version, "wheel", pin)
     if upstream_wheel is None:
         raise UserError(f"SGLang {pin.version} has no wheel on the index", "pin a release with a wheel")
+    fingerprint = series.fingerprint()
     provenance = {
         "upstream": {"version": pin.version, "commit": pin.commit, "wheel": upstream_wheel.name},
-        "series_fingerprint": series.fingerprint(),
+        "series_fingerprint": fingerprint,
         "patches": [{"name": p.name, "subject": p.subject, "upstream_status": p.upstream_status}
                     for p in series.patches],
     }
     overlay = build_overlay(upstream_wheel, queue.path, series.touched_files(), pin.local_version,
                             root / DIST, provenance)
     return BuildResult(pin, base, series.names, queue.path, overlay.path, overlay.sha256,
-                       series.fingerprint(), list(overlay.replaced))
+                       fingerprint, list(overlay.replaced))

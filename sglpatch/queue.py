@@ -315,12 +315,16 @@ class PatchQueue:
         return path
 
     def format_patch(self, commit: git.Commit) -> str:
-        # Fixed options make the export byte-identical for an unchanged commit, whoever runs it.
-        with self._git():
-            return self.repo.git.format_patch(
-                "--stdout", "--zero-commit", "--no-signature", "--full-index", "--no-numbered",
-                "--subject-prefix=PATCH", "--no-renames", "--diff-algorithm=myers",
-                "-1", commit.hexsha, strip_newline_in_stdout=False)
+        return format_patch(self.repo, commit.hexsha)
+
+
+def format_patch(repo: git.Repo, commit: str) -> str:
+    """A commit as a patch file; fixed options make it byte-identical whoever runs it."""
+    with repo.git.custom_environment(**git_env()):
+        return repo.git.format_patch(
+            "--stdout", "--zero-commit", "--no-signature", "--full-index", "--no-numbered",
+            "--subject-prefix=PATCH", "--no-renames", "--diff-algorithm=myers",
+            "-1", commit, strip_newline_in_stdout=False)
 
 
 def _template(name: str) -> str:

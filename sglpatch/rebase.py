@@ -31,7 +31,7 @@ from .changelog import CHANGELOG, add_entry
 from .errors import UserError
 from .gitenv import git_env
 from .pin import PIN_FILE, Artifact, read_pin, validate_version, write_pin
-from .queue import BASE_REF, BRANCH, PatchQueue
+from .queue import BASE_REF, BRANCH, PatchQueue, format_patch
 from .series import PATCH_DIR, PatchEntry, parse_patch, read_series, write_series
 
 STATE_DIR = REBASE_STATE.parent
@@ -189,7 +189,7 @@ def apply_one(repo: git.Repo, patch: PatchEntry, version: str, pristine: Path) -
         if repo.head.commit.hexsha == before:
             return Verdict(patch.name, "obsolete", f"merges to no change on SGLang {version}",
                            list(patch.files))
-        moved = _moved_hunks(patch.path.read_text(), _export(repo))
+        moved = _moved_hunks(patch.path.read_text(), format_patch(repo, "HEAD"))
         if "3-way merge" in output:
             return Verdict(patch.name, "merged", "three-way merge; " + (moved or "same hunks"),
                            list(patch.files))
@@ -205,11 +205,6 @@ def drop_reason(patch: PatchEntry, version: str, pristine: Path) -> str | None:
         if condition.kind == "check" and checks.run_check(condition.value, pristine).passed:
             return f"Drop-When {condition}: the check passes on pristine SGLang {version}"
     return None
-
-
-def _export(repo: git.Repo) -> str:
-    return repo.git.format_patch("--stdout", "--zero-commit", "--no-signature", "--full-index", "-1",
-                                 "HEAD", strip_newline_in_stdout=False)
 
 
 def _moved_hunks(old: str, new: str) -> str:
