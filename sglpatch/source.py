@@ -118,10 +118,11 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def release_artifact(version: str, kind: str, pin: Pin | None = None) -> Path:
+def release_artifact(version: str, kind: str, pin: Pin | None = None) -> Path | None:
     """The cached, sha256-verified PyPI artifact (``"sdist"`` or ``"wheel"``) of a release.
 
     The expected hash comes from the pin when it pins ``version``, else from the index.
+    None when the release has no such artifact (no sdist from 0.5.11 on).
     """
     validate_version(version)
     store = cache_dir() / "artifacts"
@@ -134,7 +135,7 @@ def release_artifact(version: str, kind: str, pin: Pin | None = None) -> Path:
             return cached
     remote = _find_remote(version, kind)
     if remote is None:
-        return None  # type: ignore[return-value]  # caller decides (e.g. no sdist from 0.5.11)
+        return None
     if expected is not None and remote.filename != expected.filename:
         raise UserError(f"the index offers {remote.filename} but the pin names {expected.filename}",
                         "correct the artifact file name in upstream.toml")
