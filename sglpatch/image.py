@@ -11,11 +11,15 @@ takes nothing else from it. The command runs as an argument list, never through 
 
 from __future__ import annotations
 
+import collections
+import contextlib
+import fcntl
 import json
 import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -38,6 +42,9 @@ REPO_ENV = "SGLPATCH_IMAGE_REPO"
 DEFAULT_REPO = "sglang-kimi"
 SOURCE_ENV = "SGLPATCH_IMAGE_SOURCE"
 CONTEXT_PLACEHOLDER = "<context>"
+# Build args `plan` derives from the pin, the series and the checkout (never from the command line).
+DERIVED_ARGS = frozenset({"BASE_IMAGE", "SGLANG_WHEEL", "OCI_SOURCE", "OCI_REVISION", "OCI_VERSION",
+                          "UPSTREAM_VERSION", "UPSTREAM_COMMIT", "SERIES_VERSION", "SERIES_SHA256"})
 # flashinfer-python builds the allreduce-fusion module for SM12x from this release on.
 MIN_FLASHINFER = Version("0.6.17")
 
@@ -59,17 +66,16 @@ class ImagePlan:
     series_tag: str
     flashinfer_version: str | None = None  # None: the Dockerfile's default
     context_files: tuple[str, ...] = field(default=())
+    extra_build_args: tuple[tuple[str, str], ...] = field(default=())  # --build-arg KEY=VALUE
 
     @property
     def image(self) -> str:
         return self.tags[0]
 
     def argv(self, context: str = CONTEXT_PLACEHOLDER) -> list[str]:
-        argv = ["docker", "buildx", "build", "--file", str(DOCKERFILE), "--platform", PLATFORM]
-        args = dict(self.build_args)
-        if self.flashinfer_version:
-            args["FLASHINFER_VERSION"] = self.flashinfer_version
-        for key, value in args.items():
+        argv = ["docker", "buildx", "build", "--file", str(DOCKERFILE), "--platform", PLATFORM,
+                "--progress", "plain"]
+        for key, value in self.all_build_args().items():
             argv += ["--build-arg", f"{key}={value}"]
         for tag in self.tags:
             argv += ["--tag", tag]
@@ -77,13 +83,19 @@ class ImagePlan:
         argv.append(context)
         return argv
 
+    def all_build_args(self) -> dict[str, str]:
+        """What `--build-arg` passes: the derived args, then the FlashInfer pin and `--build-arg`."""
+        args = dict(self.build_args)
+        if self.flashinfer_version:
+            args["FLASHINFER_VERSION"] = self.flashinfer_version
+        args.update(self.extra_build_args)
+        return args
+
     def labels(self, dockerfile_text: str | None = None) -> dict[str, str]:
         """The labels the image will carry: the Dockerfile's LABEL lines with our build args."""
         text = dockerfile_text if dockerfile_text is not None else (self.root / DOCKERFILE).read_text()
         values = dict(dockerfile_arg_defaults(text))
-        values.update(self.build_args)
-        if self.flashinfer_version:
-            values["FLASHINFER_VERSION"] = self.flashinfer_version
+        values.update(self.all_build_args())
         return {key: _substitute(value, values) for key, value in dockerfile_labels(text).items()}
 
     def to_json(self) -> dict:
@@ -91,7 +103,7 @@ class ImagePlan:
             "image": self.image,
             "tags": list(self.tags),
             "series_tag": self.series_tag,
-            "build_args": dict(self.build_args),
+            "build_args": self.all_build_args(),
             "labels": self.labels(),
             "context_files": list(self.context_files),
             "wheel": f"{DIST}/{self.wheel_name}",
@@ -253,9 +265,43 @@ def resolve_tag(repo: str, tag: str) -> str:
     return f"{repo}:{tag}"
 
 
+def resolve_base_image(ref: str) -> str:
+    """`--base-image REF`: a repository with a tag or a digest (a bare name would mean :latest)."""
+    match = re.fullmatch(r"(?P<repo>[^:@]+(?::[0-9]+/[^:@]+)?)(?::(?P<tag>[^:@/]+))?(?:@sha256:[0-9a-f]{64})?", ref)
+    if not match or not _REPO.fullmatch(match["repo"]) or ("@" not in ref and not match["tag"]) \
+            or (match["tag"] and not _TAG.fullmatch(match["tag"])):
+        raise UserError(f"'{ref}' is not a base image reference",
+                        "use REPOSITORY:TAG or REPOSITORY@sha256:DIGEST, e.g. lmsysorg/sglang:v0.5.9-cu130")
+    return ref
+
+
+def parse_build_args(pairs: list[str] | tuple[str, ...], dockerfile_text: str) -> tuple[tuple[str, str], ...]:
+    """`--build-arg KEY=VALUE` (repeatable): only ARGs the Dockerfile declares and the pin does not
+    derive, so nothing can contradict the labels."""
+    declared = dockerfile_args(dockerfile_text)
+    parsed = []
+    for pair in pairs:
+        key, eq, value = pair.partition("=")
+        if not eq or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
+            raise UserError(f"--build-arg '{pair}' is not KEY=VALUE", "e.g. --build-arg FLASHINFER_PREBUILD_JIT=0")
+        if key in DERIVED_ARGS:
+            raise UserError(f"--build-arg {key} is derived from the pin and the series",
+                            "use --base-image for the base; the others follow upstream.toml")
+        if key == "FLASHINFER_VERSION":
+            raise UserError("--build-arg FLASHINFER_VERSION bypasses the sm_120 check",
+                            "use --flashinfer-version V")
+        if key not in declared:
+            raise UserError(f"--build-arg {key}: docker/Dockerfile declares no such ARG",
+                            f"one of {', '.join(sorted(declared - DERIVED_ARGS - {'FLASHINFER_VERSION'}))}")
+        parsed.append((key, value))
+    return tuple(parsed)
+
+
 def plan(root: Path, *, repo: str | None = None, extra_tags: list[str] | tuple[str, ...] = (),
-         push: bool = False, flashinfer_version: str | None = None) -> ImagePlan:
+         push: bool = False, flashinfer_version: str | None = None, base: str | None = None,
+         build_arg_pairs: list[str] | tuple[str, ...] = ()) -> ImagePlan:
     root = Path(root)
+    extra_args = parse_build_args(build_arg_pairs, (root / DOCKERFILE).read_text())
     pin = read_pin(root)
     fingerprint = series_fingerprint(root)
     revision, dirty = git_revision(root)
@@ -277,7 +323,7 @@ def plan(root: Path, *, repo: str | None = None, extra_tags: list[str] | tuple[s
     tags += [t for t in (resolve_tag(repo, t) for t in extra_tags) if t not in tags]
     wheel = wheel_name(pin)
     build_args = {
-        "BASE_IMAGE": base_image(pin),
+        "BASE_IMAGE": resolve_base_image(base) if base else base_image(pin),
         "SGLANG_WHEEL": wheel,
         "OCI_SOURCE": source_url(root),
         "OCI_REVISION": revision + ("-dirty" if dirty else ""),
@@ -288,7 +334,7 @@ def plan(root: Path, *, repo: str | None = None, extra_tags: list[str] | tuple[s
         "SERIES_SHA256": fingerprint,
     }
     return ImagePlan(root, repo, tuple(tags), build_args, wheel, push, dirty, series_tag(pin),
-                     flashinfer_version, (wheel,))
+                     flashinfer_version, (wheel,), extra_args)
 
 
 def assemble_context(image_plan: ImagePlan, wheel: Path, dest: Path) -> list[str]:
@@ -304,21 +350,107 @@ def assemble_context(image_plan: ImagePlan, wheel: Path, dest: Path) -> list[str
 
 # ---------------------------------------------------------------- running
 
-def require_docker() -> None:
-    """The docker client, its buildx plugin and a reachable engine, or one clear error."""
+@dataclass(frozen=True)
+class Builder:
+    """How this machine runs BuildKit: `docker buildx build`, or (no buildx plugin) the classic
+    `docker build` of a client older than 23, which still speaks BuildKit itself (Debian's docker.io
+    20.10). Newer clients without buildx refuse BuildKit, so they cannot build this Dockerfile."""
+
+    client: str
+    buildx: bool
+
+    def build_argv(self, image_plan: "ImagePlan", context: str) -> list[str]:
+        argv = image_plan.argv(context)
+        if self.buildx:
+            return [self.client, *argv[1:]]
+        return [self.client, "build", *(a for a in argv[3:] if a not in ("--load", "--push"))]
+
+    def env(self) -> dict[str, str]:
+        return {**os.environ, "DOCKER_BUILDKIT": "1"}
+
+    def describe(self) -> str:
+        return f"{self.client} buildx build" if self.buildx else f"{self.client} build (BuildKit)"
+
+
+def _docker_clients() -> list[str]:
+    """Every `docker` on PATH, in PATH order, each executable once."""
+    seen, found = set(), []
+    for entry in os.environ.get("PATH", os.defpath).split(os.pathsep):
+        candidate = Path(entry or ".") / "docker"
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            real = candidate.resolve()
+            if real not in seen:
+                seen.add(real)
+                found.append(str(candidate))
+    return found
+
+
+def _client_version(client: str) -> Version | None:
+    out = subprocess.run([client, "--version"], capture_output=True, text=True)
+    match = re.search(r"version (\d+\.\d+(?:\.\d+)?)", out.stdout)
+    return Version(match.group(1)) if out.returncode == 0 and match else None
+
+
+def find_builder() -> Builder:
+    """The docker client to build with, or one clear error."""
     hint = "run on a machine with Docker, or use --dry-run to print the command"
-    if shutil.which("docker") is None:
+    clients = _docker_clients()
+    if not clients:
         raise UserError("the docker client was not found", hint)
-    probe = subprocess.run(["docker", "buildx", "version"], capture_output=True, text=True)
-    if probe.returncode != 0:
-        raise UserError("the docker buildx plugin is missing (`docker buildx version` failed)",
-                        "install docker-buildx-plugin, or use --dry-run to print the command")
-    info = subprocess.run(["docker", "info", "--format", "{{.ServerVersion}}"],
+    if subprocess.run([clients[0], "buildx", "version"], capture_output=True).returncode == 0:
+        return Builder(clients[0], buildx=True)
+    for client in clients:
+        version = _client_version(client)
+        if version is not None and version < Version("23"):
+            return Builder(client, buildx=False)
+    raise UserError("the docker buildx plugin is missing and no docker client here runs BuildKit without it",
+                    "install docker-buildx-plugin (or Debian's docker.io, whose 20.10 client does), "
+                    "or use --dry-run to print the command")
+
+
+def engine_version(builder: Builder) -> tuple[str | None, str]:
+    """The engine's version, or None and why it is not reachable."""
+    info = subprocess.run([builder.client, "info", "--format", "{{.ServerVersion}}"],
                           capture_output=True, text=True)
-    if info.returncode != 0 or not info.stdout.strip():
-        reason = (info.stderr or info.stdout).strip().splitlines()
-        raise UserError(f"no Docker engine is reachable ({reason[-1] if reason else 'docker info failed'})",
+    version = info.stdout.strip()
+    if info.returncode == 0 and version and "error" not in version.lower():
+        return version, ""
+    reason = (info.stderr or info.stdout).strip().splitlines()
+    return None, reason[-1] if reason else "docker info failed"
+
+
+def require_docker() -> Builder:
+    """A builder and a reachable engine, or one clear error."""
+    builder = find_builder()
+    version, reason = engine_version(builder)
+    if version is None:
+        raise UserError(f"no Docker engine is reachable ({reason})",
                         "start dockerd or set DOCKER_HOST; --dry-run prints the command without building")
+    return builder
+
+
+@contextlib.contextmanager
+def image_lock(root: Path):
+    """One `image` run per checkout at a time: two would rewrite the same dist/ and build/src."""
+    path = Path(root) / "build" / "image.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            fh.seek(0)
+            holder = fh.read().strip() or "?"
+            raise UserError(f"another `build.py image` is running in this checkout (pid {holder})",
+                            "wait for it to finish, then rerun") from None
+        fh.seek(0)
+        fh.truncate()
+        fh.write(str(os.getpid()))
+        fh.flush()
+        try:
+            yield
+        finally:
+            fh.truncate(0)
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def ensure_wheel(root: Path) -> Path:
@@ -355,17 +487,73 @@ def dry_run_text(image_plan: ImagePlan) -> str:
             f"{format_command(image_plan.argv())}")
 
 
-def run_build(image_plan: ImagePlan) -> None:
-    require_docker()
-    wheel = ensure_wheel(image_plan.root)
-    with tempfile.TemporaryDirectory(prefix="sglpatch-image-") as tmp:
-        context = Path(tmp)
-        assemble_context(image_plan, wheel, context)
-        argv = image_plan.argv(str(context))
-        print(f"$ {shlex.join(argv)}", file=sys.stderr, flush=True)
-        code = subprocess.run(argv, cwd=image_plan.root, stdout=sys.stderr).returncode
-    if code != 0:
-        raise UserError(f"docker buildx build failed (exit {code})", "see the build log above")
+def stream(argv: list[str], *, cwd: Path, env: dict[str, str], keep: int = 400) -> tuple[int, list[str]]:
+    """Run ``argv``, copying its output to stderr as it comes (progress for long builds); return
+    the exit code and the last ``keep`` lines. Ctrl-C stops the client, which cancels the build."""
+    tail: collections.deque[str] = collections.deque(maxlen=keep)
+    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, errors="replace", bufsize=1)
+    try:
+        for line in proc.stdout:
+            sys.stderr.write(line)
+            tail.append(line.rstrip("\n"))
+        return proc.wait(), list(tail)
+    except BaseException:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        raise
+
+
+_NO_SPACE = re.compile(r"no space left on device|disk quota exceeded", re.I)
+_BASE_MISSING = re.compile(r"failed to resolve source metadata for|pull access denied|"
+                           r"failed to create LLB definition|manifest unknown|"
+                           r"repository does not exist|not found: manifest", re.I)
+_ERROR_LINE = re.compile(r"(?i)\berror\b|failed to|did not complete")
+
+
+def build_failure(tail: list[str], code: int, builder: Builder, image_plan: ImagePlan) -> UserError:
+    """The one-line cause of a failed build, read from its last output lines and the engine."""
+    text = "\n".join(tail)
+    if _NO_SPACE.search(text):
+        return UserError("the disk filled up during the image build (no space left on device)",
+                         "free space where Docker keeps its data (docker system prune; "
+                         "df -h /var/lib/docker), then rerun")
+    if engine_version(builder)[0] is None:
+        return UserError("the Docker engine stopped answering during the build",
+                         "restart dockerd (it keeps finished layers), then rerun `python build.py image`")
+    base = image_plan.build_args["BASE_IMAGE"]
+    if any(_BASE_MISSING.search(line) and (base.split("@")[0].split(":")[0] in line
+                                           or "LLB definition" in line) for line in tail):
+        return UserError(f"the base image {base} is not in the Docker engine and could not be pulled",
+                         "pull or load it first, or pass --base-image REF")
+    errors = [line for line in tail if _ERROR_LINE.search(line)]
+    detail = errors[-1].strip() if errors else (tail[-1].strip() if tail else "no output")
+    return UserError(f"{builder.describe()} failed (exit {code}): {detail[:300]}", "see the build log above")
+
+
+def run_build(image_plan: ImagePlan) -> Builder:
+    with image_lock(image_plan.root):
+        builder = require_docker()
+        wheel = ensure_wheel(image_plan.root)
+        with tempfile.TemporaryDirectory(prefix="sglpatch-image-") as tmp:
+            context = Path(tmp)
+            assemble_context(image_plan, wheel, context)
+            argv = builder.build_argv(image_plan, str(context))
+            print(f"$ {shlex.join(argv)}", file=sys.stderr, flush=True)
+            code, tail = stream(argv, cwd=image_plan.root, env=builder.env())
+        if code != 0:
+            raise build_failure(tail, code, builder, image_plan)
+        if image_plan.push and not builder.buildx:
+            for tag in image_plan.tags:  # the classic builder only loads; push what it loaded
+                code, tail = stream([builder.client, "push", tag], cwd=image_plan.root, env=builder.env())
+                if code != 0:
+                    raise UserError(f"docker push {tag} failed (exit {code}): {tail[-1] if tail else ''}",
+                                    "log in to the registry (docker login), then rerun")
+    return builder
 
 
 # ---------------------------------------------------------------- CLI
@@ -373,15 +561,16 @@ def run_build(image_plan: ImagePlan) -> None:
 def handler(args) -> int:
     root = Path(getattr(args, "root", None) or Path.cwd())
     image_plan = plan(root, repo=args.repo, extra_tags=args.tag or (), push=args.push,
-                      flashinfer_version=args.flashinfer_version)
+                      flashinfer_version=args.flashinfer_version, base=args.base_image,
+                      build_arg_pairs=args.build_arg or ())
     if args.dry_run:
         if args.json:
             print(json.dumps({"dry_run": True, **image_plan.to_json()}, indent=2))
         else:
             print(dry_run_text(image_plan))
         return 0
-    run_build(image_plan)
-    data = {"dry_run": False, **image_plan.to_json()}
+    builder = run_build(image_plan)
+    data = {"dry_run": False, **image_plan.to_json(), "builder": builder.describe()}
     if args.json:
         print(json.dumps(data, indent=2))
     else:
@@ -391,7 +580,7 @@ def handler(args) -> int:
 
 
 def register_cli(subparsers, common=None) -> None:
-    help_text = "build the Blackwell CUDA 13 image (docker buildx) from the overlay wheel"
+    help_text = "build the Blackwell CUDA 13 image (BuildKit: docker buildx, else a classic client) from the overlay wheel"
     parents = [common] if common is not None else []
     cmd = subparsers.add_parser("image", parents=parents, help=help_text, description=help_text)
     if common is None:
@@ -406,4 +595,10 @@ def register_cli(subparsers, common=None) -> None:
                      help="print the build context and the exact command; run nothing")
     cmd.add_argument("--flashinfer-version", default=None, metavar="V",
                      help=f"override the Dockerfile's FLASHINFER_VERSION (>= {MIN_FLASHINFER})")
+    cmd.add_argument("--base-image", default=None, metavar="REF",
+                     help="build on REF instead of upstream's image for the pin "
+                          "(e.g. a locally built stand-in; the base.name label follows)")
+    cmd.add_argument("--build-arg", action="append", metavar="KEY=VALUE",
+                     help="set a Dockerfile ARG the pin does not derive, e.g. FLASHINFER_PREBUILD_JIT=0 "
+                          "or FLASHINFER_CUBIN_INDEX= ; repeatable")
     cmd.set_defaults(func=handler)

@@ -335,16 +335,81 @@ def test_build_without_engine_is_one_clear_error(project, tmp_path):
     assert_one_line_error(result, "no Docker engine is reachable", "Cannot connect to the Docker daemon")
 
 
-def test_build_with_this_machines_docker_says_what_is_missing(project):
-    docker = shutil.which("docker")
-    if docker and subprocess.run([docker, "info"], capture_output=True).returncode == 0 \
-            and subprocess.run([docker, "buildx", "version"], capture_output=True).returncode == 0:
-        pytest.skip("this machine has a working Docker: a real build is out of scope for unit tests")
-    result = run_cli(project, "image", env=_env())
-    assert_one_line_error(result, "docker")
+def _client(directory: Path, version: str, buildx: bool) -> Path:
+    """A docker CLI stand-in that reports ``version`` and whether its buildx plugin answers."""
+    directory.mkdir(parents=True, exist_ok=True)
+    script = directory / "docker"
+    script.write_text('#!/bin/sh\ncase "$1" in\n'
+                      f'  --version) echo "Docker version {version}, build abc"; exit 0;;\n'
+                      f'  buildx) {"echo github.com/docker/buildx v0.20.0; exit 0" if buildx else "exit 1"};;\n'
+                      'esac\nexit 99\n')
+    script.chmod(0o755)
+    return script
 
 
-# ---------------------------------------------------------------- workflow, docs, benchmark
+def test_builder_prefers_buildx(tmp_path, monkeypatch):
+    first = _client(tmp_path / "a", "28.2.2", buildx=True)
+    _client(tmp_path / "b", "20.10.24+dfsg1", buildx=False)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'a'}:{tmp_path / 'b'}")
+    assert image.find_builder() == image.Builder(str(first), buildx=True)
+
+
+def test_builder_falls_back_to_a_client_that_runs_buildkit_itself(tmp_path, monkeypatch, project):
+    """Docker >= 23 without buildx refuses BuildKit; Debian's docker.io 20.10 client runs it."""
+    plan = image.plan(project)
+    _client(tmp_path / "a", "28.2.2", buildx=False)
+    debian = _client(tmp_path / "b", "20.10.24+dfsg1", buildx=False)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'a'}:{tmp_path / 'b'}")
+    builder = image.find_builder()
+    assert builder == image.Builder(str(debian), buildx=False)
+    argv = builder.build_argv(plan, "CTX")
+    assert argv[:2] == [str(debian), "build"] and "--load" not in argv and argv[-1] == "CTX"
+    assert argv[2:] == [a for a in plan.argv("CTX")[3:] if a != "--load"]
+    assert builder.env()["DOCKER_BUILDKIT"] == "1"
+
+
+def test_no_client_that_can_run_buildkit_is_one_clear_error(project, tmp_path):
+    bin_dir = Path(_bin_with(tmp_path, None))
+    _client(bin_dir, "28.2.2", buildx=False)
+    result = run_cli(project, "image", env=_env(PATH=str(bin_dir)))
+    assert_one_line_error(result, "buildx plugin is missing", "docker.io")
+    assert not (project / "dist").exists()
+
+
+def test_base_image_and_build_args_reach_the_plan(project):
+    result = run_cli(project, "image", "--dry-run", "--json", "--base-image", "registry.example/sglang:v0.5.9-cu130",
+                     "--build-arg", "FLASHINFER_PREBUILD_JIT=0", "--build-arg", "FLASHINFER_CUBIN_INDEX=",
+                     env=_env())
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["build_args"]["BASE_IMAGE"] == "registry.example/sglang:v0.5.9-cu130"
+    assert data["labels"]["org.opencontainers.image.base.name"] == "registry.example/sglang:v0.5.9-cu130"
+    argv = data["argv"]
+    for pair in ("FLASHINFER_PREBUILD_JIT=0", "FLASHINFER_CUBIN_INDEX="):
+        assert argv[argv.index(pair) - 1] == "--build-arg"
+
+
+@pytest.mark.parametrize("args, needle", [
+    (("--build-arg", "NOPE=1"), "declares no such ARG"),
+    (("--build-arg", "OCI_VERSION=1.0"), "derived from the pin"),
+    (("--build-arg", "BASE_IMAGE=x/y:z"), "derived from the pin"),
+    (("--build-arg", "FLASHINFER_VERSION=0.6.3"), "--flashinfer-version"),
+    (("--build-arg", "JUSTAKEY"), "is not KEY=VALUE"),
+    (("--base-image", "lmsysorg/sglang"), "not a base image reference"),
+    (("--base-image", "Upper/Case:tag"), "not a base image reference"),
+])
+def test_bad_image_options_are_one_clear_error(project, args, needle):
+    result = run_cli(project, "image", "--dry-run", *args, env=_env())
+    assert_one_line_error(result, needle)
+
+
+def test_a_second_image_run_in_the_same_checkout_is_refused(project):
+    with image.image_lock(project):
+        result = run_cli(project, "image", env=_env())
+    assert_one_line_error(result, "another `build.py image` is running in this checkout", f"pid {os.getpid()}")
+    with image.image_lock(project):  # released with its holder
+        pass
+
 
 def test_workflow_builds_on_tags_and_gates_the_gpu_suite():
     data = yaml.safe_load(WORKFLOW.read_text())
