@@ -1,4 +1,5 @@
-"""Shared fixtures: the real SGLang 0.5.9 runtime (``runtime``) and the tiny generated models.
+"""Shared fixtures: the real SGLang 0.5.9 runtime (``runtime``), the tiny generated models, and a
+real Docker engine with the stand-in base image (``docker_engine``, ``standin_base``).
 
 Any test that uses ``runtime`` is marked ``slow`` automatically (the runtime venv is ~11 GB, built
 once, several minutes cold); ``pytest -m "not slow"`` runs the fast set alone.
@@ -32,20 +33,58 @@ model_specs = _load("sglpatch_test_model_specs", TESTS_DIR / "models" / "specs.p
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        if "runtime" in getattr(item, "fixturenames", ()):
+        fixtures = getattr(item, "fixturenames", ())
+        if "runtime" in fixtures:
             item.add_marker(pytest.mark.slow)
+        if "docker_engine" in fixtures:
+            item.add_marker(pytest.mark.image)
 
 
 @pytest.fixture(scope="session")
-def runtime(request):
-    """SGLang 0.5.9's runtime: ``runtime.run(script, *, variant, timeout=600)`` and friends
-    (see tests/sglang_runtime.py). Built on first use, reused afterwards."""
-    config = request.config
+def docker_engine(request):
+    """A real Docker engine (tests/docker_engine.py): Debian's docker.io installed and dockerd
+    started by this set-up when needed, stopped at the end only if started here. Where none can
+    start, every test that needs it fails with the one-line cause (never a skip)."""
+    import docker_engine as engines
+
+    progress = progress_printer(request.config, "docker")
+    try:
+        engine = engines.ensure_engine(progress)
+    except engines.EngineError as exc:
+        pytest.fail(f"no Docker engine for the image tests: {exc}", pytrace=False)
+    try:
+        yield engine
+    finally:
+        engine.stop()
+
+
+@pytest.fixture(scope="session")
+def standin_base(request, docker_engine, runtime) -> str:
+    """The stand-in for upstream's CUDA 13 base image (tests/image_standin.py), built once."""
+    import docker_engine as engines
+    import image_standin
+    from sglpatch.pin import read_pin
+    from sglpatch.source import release_artifact
+
+    pin = read_pin(sglang_runtime.REPO_ROOT)
+    sdist = Path(release_artifact(pin.version, "sdist", pin))
+    try:
+        return image_standin.standin_base(
+            docker_engine, cache=sglang_runtime.cache_dir(), upstream_tag=pin.tag, sdist=sdist,
+            stub_libcuda=runtime.stub_libcuda or runtime.build_stub(),
+            progress=progress_printer(request.config, "docker"))
+    except engines.EngineError as exc:
+        pytest.fail(f"the stand-in base image: {exc}", pytrace=False)
+
+
+def progress_printer(config, prefix: str):
+    """A ``progress(message)`` that prints on the terminal past pytest's capture: long set-up
+    steps (venv, engine, images) say what they do while they do it."""
     reporter = config.pluginmanager.getplugin("terminalreporter")
     capman = config.pluginmanager.getplugin("capturemanager")
 
     def progress(message: str) -> None:
-        line = f"[sglang runtime] {message}"
+        line = f"[{prefix}] {message}"
         if reporter is None or capman is None:
             sys.__stderr__.write(line + "\n")
             sys.__stderr__.flush()
@@ -53,7 +92,14 @@ def runtime(request):
         with capman.global_and_fixture_disabled():
             reporter.write_line(line)
 
-    rt = sglang_runtime.Runtime(progress=progress)
+    return progress
+
+
+@pytest.fixture(scope="session")
+def runtime(request):
+    """SGLang 0.5.9's runtime: ``runtime.run(script, *, variant, timeout=600)`` and friends
+    (see tests/sglang_runtime.py). Built on first use, reused afterwards."""
+    rt = sglang_runtime.Runtime(progress=progress_printer(request.config, "sglang runtime"))
     try:
         rt.ensure()
         yield rt

@@ -328,7 +328,7 @@ class Runtime:
             if not self.is_complete():
                 self._build_venv()
             if self.cpu_harness:
-                self.stub_libcuda = self._build_stub()
+                self.stub_libcuda = self.build_stub()
         return self
 
     def _site_packages(self) -> Path:
@@ -372,7 +372,8 @@ class Runtime:
         (self.venv / STAMP).write_text(self._stamp_content())
         self.progress(f"runtime venv ready in {time.monotonic() - start:.0f}s")
 
-    def _build_stub(self) -> Path:
+    def build_stub(self) -> Path:
+        """The CPU harness's stub libcuda.so.1 for this venv's native libraries (built once)."""
         stub = _load_harness_module("libcuda_stub")
         return stub.build_stub(self._site_packages(), self.home / "cpu_harness",
                                self._stamp_content())

@@ -25,6 +25,13 @@ PROMPTS = [
 
 GREEDY = {"temperature": 0.0, "max_new_tokens": 12, "ignore_eos": True}
 
+# What pristine 0.5.9 dies of at start-up with a KimiK25 target and EAGLE-3 (the mission's error).
+MISSING_METHOD = ("AttributeError: 'KimiK25ForConditionalGeneration' object has no attribute "
+                  "'set_eagle3_layers_to_capture'")
+# The speculative-decoding metrics /generate reports in meta_info.
+SPEC_FIELDS = ("spec_verify_ct", "spec_accept_length", "spec_accept_rate", "spec_accept_token_num",
+               "spec_draft_token_num", "spec_accept_histogram")
+
 
 def engine_kwargs(target: Path, draft: Path | None, *, gpu: bool = False) -> dict:
     """``sgl.Engine`` keyword arguments (same names as launch_server's --flags)."""

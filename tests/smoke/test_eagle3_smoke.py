@@ -27,10 +27,8 @@ import sglang_scripts as scripts
 pytestmark = [pytest.mark.smoke]
 
 GPU = sglang_runtime.gpu_available()
-MISSING_METHOD = ("AttributeError: 'KimiK25ForConditionalGeneration' object has no attribute "
-                  "'set_eagle3_layers_to_capture'")
-SPEC_FIELDS = ("spec_verify_ct", "spec_accept_length", "spec_accept_rate", "spec_accept_token_num",
-               "spec_draft_token_num", "spec_accept_histogram")
+MISSING_METHOD = scripts.MISSING_METHOD
+SPEC_FIELDS = scripts.SPEC_FIELDS
 
 
 def run_engine(runtime, kwargs: dict, *, variant: str, env: dict | None = None) -> dict:
