@@ -250,7 +250,8 @@ def _import_artifact(mirror: git.Repo, version: str, pin: Pin | None) -> str:
         raise UserError(f"SGLang {version} has neither an sdist nor a usable wheel on the index",
                         "pick another release")
     with tempfile.TemporaryDirectory(prefix="sglpatch-import-") as tmp:
-        tree = Path(tmp)
+        # The scratch index goes beside the tree, inside tmp: never a shared /tmp/index.
+        tree = Path(tmp) / "tree"
         _extract(artifact, tree / "python")
         return _commit_tree(mirror, tree, version, artifact)
 

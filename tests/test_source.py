@@ -105,3 +105,18 @@ def test_unknown_version(isolated_cache, local_index):
             source.pristine_tree("0.0.42")
         with pytest.raises(UserError, match="not a PEP 440 version"):
             source.pristine_tree("latest-please")
+
+
+def test_an_import_shares_no_scratch_file_with_other_processes(pinned_commit, isolated_cache, tmp_path,
+                                                               monkeypatch):
+    """A git process of someone else's holding ``$TMPDIR/index.lock`` (as a concurrent import once
+    did: the scratch index was ``$TMPDIR/index``) does not disturb an import."""
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    (scratch / "index.lock").write_text("held by another git process")
+    monkeypatch.setattr("tempfile.tempdir", str(scratch))
+    commit, sdist = pinned_commit
+    (isolated_cache / "artifacts").mkdir(parents=True)
+    shutil.copy(sdist, isolated_cache / "artifacts" / sdist.name)
+    assert source.import_release(PIN.version, PIN) == commit
+    assert sorted(p.name for p in scratch.iterdir()) == ["index.lock"]
