@@ -18,6 +18,9 @@ from typing import Callable
 class Finding:
     message: str
     location: str | None = None  # "python/sglang/srt/x.py:123"
+    # What the finding is about, e.g. "KimiK25ForConditionalGeneration.pp_group": the key a
+    # line's pin uses to accept a known gap ([series.accepted] in upstream.toml).
+    subject: str | None = None
 
     def __str__(self) -> str:
         return f"{self.location}: {self.message}" if self.location else self.message

@@ -12,7 +12,10 @@ import git
 
 from . import build as build_module
 from .errors import UserError
+from .line import PRODUCTION, add_line, all_lines, find_line
+from .pin import read_pin
 from .queue import PatchQueue
+from .series import read_series_names
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -26,7 +29,7 @@ def emit(args, data: dict, text: str) -> None:
 def cmd_build(args) -> int:
     result = build_module.build(args.root)
     emit(args, result.to_json(),
-         f"upstream  SGLang {result.pin.version} ({result.pin.tag}, {result.pin.commit})\n"
+         f"upstream  SGLang {result.pin.version} ({result.pin.tag}, {result.pin.commit or 'no commit pinned'})\n"
          f"patches   {len(result.applied)} applied: {', '.join(result.applied) or 'none'}\n"
          f"wheel     {result.wheel}\n"
          f"sha256    {result.sha256}")
@@ -85,11 +88,36 @@ def cmd_export(args) -> int:
     return 0
 
 
+def cmd_lines(args) -> int:
+    if args.add:
+        line = add_line(args.repo, args.add, args.source)
+        emit(args, {"added": line.name, "directory": str(line.root)},
+             f"added line {line.name} in {line.root.relative_to(args.repo)}: a copy of the "
+             f"{args.source} line; move it with `python build.py --line {line.name} rebase --onto VERSION`")
+        return 0
+    rows = []
+    for line in all_lines(args.repo):
+        pin = read_pin(line.root)
+        rows.append({"line": line.name, "directory": str(line.root.relative_to(args.repo) or "."),
+                     "upstream": pin.version, "commit": pin.commit, "version": pin.local_version,
+                     "patches": read_series_names(line.root)})
+    width = max(len(r["line"]) for r in rows)
+    text = "\n".join(f"{r['line']:<{width}}  SGLang {r['upstream']:<8} {r['version']:<16} "
+                     f"{len(r['patches'])} patches  ({r['directory']})" for r in rows)
+    emit(args, {"lines": rows}, text)
+    return 0
+
+
 # ---------------------------------------------------------------- parser
 
 def parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--json", action="store_true", help="machine-readable output on stdout")
+    # SUPPRESS: a subcommand's copy of an option must not reset a value given before the command.
+    common.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
+                        help="machine-readable output on stdout")
+    common.add_argument("--line", default=argparse.SUPPRESS, metavar="NAME",
+                        help=f"the maintained line to work on (default: {PRODUCTION}; "
+                             "`build.py lines` lists them)")
     top = argparse.ArgumentParser(
         prog="build.py", parents=[common],
         description="Maintain the SGLang patch series: with no command, build the overlay wheel.")
@@ -117,6 +145,10 @@ def parser() -> argparse.ArgumentParser:
     cmd.add_argument("-F", "--message-file", help="read the commit message from a file")
     add("refresh", cmd_refresh, "fold the work tree's edits into the top patch")
     add("export", cmd_export, "rewrite patches/ from the applied commits")
+    cmd = add("lines", cmd_lines, "list the maintained lines, or start a new one with --add")
+    cmd.add_argument("--add", metavar="NAME", help="start line NAME as a copy of --from's pin and series")
+    cmd.add_argument("--from", dest="source", default=PRODUCTION, metavar="LINE",
+                     help=f"the line --add copies (default: {PRODUCTION})")
     for module in _command_modules():
         if len(inspect.signature(module.register_cli).parameters) == 2:
             module.register_cli(sub, common)
@@ -133,7 +165,11 @@ def _command_modules():
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    args.json = getattr(args, "json", False)  # not top.set_defaults: it would reset the shared action
     try:
+        # Commands work on one line's directory; `repo` stays the repository root.
+        args.repo = args.root
+        args.root = find_line(args.repo, getattr(args, "line", None)).root
         return args.func(args)
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)

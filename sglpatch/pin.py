@@ -32,6 +32,8 @@ class Pin:
     series_local: str = "kimi"
     series_release: int = 1
     required_checks: tuple[str, ...] = ()
+    # Findings the build gate accepts on this line: subject -> why ([series.accepted]).
+    accepted: tuple[tuple[str, str], ...] = ()
 
     @property
     def local_version(self) -> str:
@@ -72,6 +74,7 @@ def read_pin(root: Path) -> Pin:
             series_local=str(series.get("local", "kimi")),
             series_release=int(series.get("release", 1)),
             required_checks=tuple(str(c) for c in series.get("checks", [])),
+            accepted=tuple((str(k), str(v)) for k, v in series.get("accepted", {}).items()),
         )
     except KeyError as exc:
         raise UserError(f"{path} lacks the key {exc}", "restore it from git") from None

@@ -30,6 +30,7 @@ from .build import REBASE_STATE, prepare_tree, say
 from .changelog import CHANGELOG, add_entry
 from .errors import UserError
 from .gitenv import git_env
+from .line import Line, line_of
 from .pin import PIN_FILE, Artifact, read_pin, validate_version, write_pin
 from .queue import BASE_REF, BRANCH, PatchQueue, format_patch
 from .series import PATCH_DIR, PatchEntry, parse_patch, read_series, write_series
@@ -37,6 +38,9 @@ from .series import PATCH_DIR, PatchEntry, parse_patch, read_series, write_serie
 STATE_DIR = REBASE_STATE.parent
 REBASE_BRANCH = "sglpatch-rebase"
 _HUNK = re.compile(r"^@@ -(\d+)(?:,\d+)? \+(\d+)(?:,\d+)? @@", re.M)
+# git's merge messages: "CONFLICT (content): Merge conflict in PATH",
+# "CONFLICT (modify/delete): PATH deleted in HEAD and modified in ...", "... (rename/delete) ..."
+_CONFLICT = re.compile(r"^CONFLICT \([^)]*\): (?:Merge conflict in (\S+)|(\S+) deleted in )", re.M)
 
 
 @dataclass
@@ -157,7 +161,7 @@ def _replay(root: Path, queue: PatchQueue, state: State, pristine: Path) -> dict
         verdict = apply_one(queue.repo, patch, state.onto, pristine)
         if verdict.verdict == "conflict":
             state.save(root)
-            return _report(state, conflict=verdict)
+            return _report(root, state, conflict=verdict)
         state.verdicts.append(asdict(verdict))
         state.pending.pop(0)
         state.save(root)
@@ -180,8 +184,7 @@ def apply_one(repo: git.Repo, patch: PatchEntry, version: str, pristine: Path) -
         try:
             output = repo.git.am("--3way", "--committer-date-is-author-date", str(patch.path))
         except git.GitCommandError as exc:
-            conflicted = sorted({line.split("in ", 1)[1] for line in (exc.stdout or "").splitlines()
-                                 if line.startswith("CONFLICT") and "in " in line})
+            conflicted = conflicted_files(exc.stdout or "")
             if not conflicted:
                 conflicted = [f for f in patch.files]
             return Verdict(patch.name, "conflict", f"three-way merge stopped in {', '.join(conflicted)}",
@@ -196,6 +199,11 @@ def apply_one(repo: git.Repo, patch: PatchEntry, version: str, pristine: Path) -
         if moved:
             return Verdict(patch.name, "merged", moved, list(patch.files))
         return Verdict(patch.name, "clean", "", list(patch.files))
+
+
+def conflicted_files(am_output: str) -> list[str]:
+    """The paths `git am --3way` names in its CONFLICT lines, sorted."""
+    return sorted({m.group(1) or m.group(2) for m in _CONFLICT.finditer(am_output)})
 
 
 def drop_reason(patch: PatchEntry, version: str, pristine: Path) -> str | None:
@@ -264,9 +272,10 @@ def _finish(root: Path, queue: PatchQueue, state: State) -> dict:
         (root / PATCH_DIR / verdict.name).unlink(missing_ok=True)
     write_series(root, kept)
     _update_pin(root, state)
-    add_entry(root, "Changed", _changelog_line(state.onto, kept, dropped))
+    line = line_of(root)
+    add_entry(line.repo, "Changed", _changelog_line(line, state.onto, kept, dropped))
     shutil.rmtree(root / STATE_DIR)
-    return _report(state)
+    return _report(root, state)
 
 
 def _update_pin(root: Path, state: State) -> None:
@@ -277,14 +286,16 @@ def _update_pin(root: Path, state: State) -> None:
         if path is not None:
             artifacts.append(Artifact(kind, path.name, source._sha256(path)))
     write_pin(root, pin.with_release(state.onto, f"v{state.onto}", state.commit, tuple(artifacts)))
-    if state.commit and _gitlink(root):
-        repo = git.Repo(root)
+    line = line_of(root)
+    if state.commit and _gitlink(line):
+        repo = git.Repo(line.repo)
         with repo.git.custom_environment(**git_env()):
-            repo.git.update_index("--add", "--cacheinfo", f"160000,{state.commit},upstream")
+            repo.git.update_index("--add", "--cacheinfo", f"160000,{state.commit},{line.submodule}")
 
 
-def _changelog_line(onto: str, kept: list[str], dropped: list[Verdict]) -> str:
-    parts = [f"Rebased onto SGLang {onto}: kept {', '.join(kept) or 'none'}"]
+def _changelog_line(line: Line, onto: str, kept: list[str], dropped: list[Verdict]) -> str:
+    what = "Rebased" if line.is_production else f"Rebased the {line.label()}"
+    parts = [f"{what} onto SGLang {onto}: kept {', '.join(kept) or 'none'}"]
     if dropped:
         parts.append("dropped " + ", ".join(
             f"{v.name} ({'upstreamed in ' + onto if v.verdict == 'obsolete' else 'dropped by the maintainer'})"
@@ -292,17 +303,29 @@ def _changelog_line(onto: str, kept: list[str], dropped: list[Verdict]) -> str:
     return "; ".join(parts)
 
 
-def _report(state: State, conflict: Verdict | None = None) -> dict:
-    data = {"onto": state.onto, "from": state.old_version, "patches": list(state.verdicts)}
+def _report(root: Path, state: State, conflict: Verdict | None = None) -> dict:
+    line = line_of(root)
+    data = {"line": line.name, "onto": state.onto, "from": state.old_version,
+            "patches": list(state.verdicts)}
     if conflict:
         data["patches"].append(asdict(conflict))
-        data["stopped"] = {"patch": conflict.name, "files": conflict.files}
+        data["stopped"] = {"patch": conflict.name, "files": conflict.files,
+                           "work_tree": str(PatchQueue(root).path),
+                           "command": _command(line, "rebase")}
     return data
+
+
+def _command(line: Line, *words: str) -> str:
+    """How the maintainer runs a build.py command on this line."""
+    return " ".join(["python build.py", *([] if line.is_production else ["--line", line.name]), *words])
 
 
 # ---------------------------------------------------------------- backups
 
-BACKED_UP = (PIN_FILE, CHANGELOG, PATCH_DIR)
+def _backed_up(root: Path) -> dict[str, Path]:
+    """What a rebase may change, by backup name: the line's pin and series, the changelog."""
+    line = line_of(root)
+    return {PIN_FILE: root / PIN_FILE, PATCH_DIR: root / PATCH_DIR, CHANGELOG: line.repo / CHANGELOG}
 
 
 def _backup(root: Path) -> None:
@@ -310,27 +333,26 @@ def _backup(root: Path) -> None:
     if backup.exists():
         shutil.rmtree(backup)
     backup.mkdir(parents=True)
-    for name in BACKED_UP:
-        src = root / name
+    for name, src in _backed_up(root).items():
         if src.is_dir():
             shutil.copytree(src, backup / name)
         elif src.exists():
             shutil.copy2(src, backup / name)
-    (backup / "gitlink").write_text(_gitlink(root))
+    (backup / "gitlink").write_text(_gitlink(line_of(root)))
 
 
-def _gitlink(root: Path) -> str:
-    """The index entry of the upstream submodule ("<mode> <sha> <stage>\tupstream"), if any."""
+def _gitlink(line: Line) -> str:
+    """The index entry of the line's upstream submodule ("<mode> <sha> <stage>\t<path>"), if any."""
     try:
-        return git.Repo(root).git.ls_files("--stage", "--", "upstream")
+        return git.Repo(line.repo).git.ls_files("--stage", "--", line.submodule)
     except git.exc.InvalidGitRepositoryError:
         return ""
 
 
 def _restore(root: Path) -> None:
     backup = root / STATE_DIR / "backup"
-    for name in BACKED_UP:
-        target, saved = root / name, backup / name
+    for name, target in _backed_up(root).items():
+        saved = backup / name
         if target.is_dir():
             shutil.rmtree(target)
         elif target.exists():
@@ -341,9 +363,10 @@ def _restore(root: Path) -> None:
             shutil.copy2(saved, target)
     gitlink = (backup / "gitlink").read_text().split()
     if gitlink:
-        repo = git.Repo(root)
+        line = line_of(root)
+        repo = git.Repo(line.repo)
         with repo.git.custom_environment(**git_env()):
-            repo.git.update_index("--add", "--cacheinfo", f"{gitlink[0]},{gitlink[1]},upstream")
+            repo.git.update_index("--add", "--cacheinfo", f"{gitlink[0]},{gitlink[1]},{line.submodule}")
 
 
 # ---------------------------------------------------------------- CLI
@@ -354,7 +377,7 @@ def register_cli(sub, common) -> None:
     group = cmd.add_mutually_exclusive_group(required=True)
     group.add_argument("--onto", metavar="VERSION", help="the new SGLang release (as on PyPI)")
     group.add_argument("--continue", dest="action", action="store_const", const="continue",
-                       help="go on after resolving a conflict in build/src")
+                       help="go on after resolving a conflict in the line's work tree (build/src)")
     group.add_argument("--skip", dest="action", action="store_const", const="skip",
                        help="drop the conflicting patch and go on")
     group.add_argument("--abort", dest="action", action="store_const", const="abort",
@@ -386,7 +409,8 @@ def format_report(data: dict) -> str:
     lines = [title, f"{'patch':<{width}}  {'verdict':<8}  detail", *rows]
     if "stopped" in data:
         stop = data["stopped"]
-        lines += [f"stopped at {stop['patch']}: conflict in {', '.join(stop['files'])} (markers in build/src)",
-                  "resolve the files, then `python build.py rebase --continue`; "
+        lines += [f"stopped at {stop['patch']}: conflict in {', '.join(stop['files'])} "
+                  f"(markers in {stop['work_tree']})",
+                  f"resolve the files, then `{stop['command']} --continue`; "
                   "or `--skip` to drop this patch; or `--abort` to undo the rebase"]
     return "\n".join(lines)

@@ -15,6 +15,7 @@ import pytest
 from helpers import (LocalIndex, assert_one_line_error, commit_project, make_upstream, message,
                      patch_text, pin_text, run_cli, sdist_bytes)
 from sglpatch import checks, rebase, source
+from sglpatch.line import line_dir
 from sglpatch.pin import read_pin
 from sglpatch.queue import PatchQueue
 from sglpatch.series import read_series_names
@@ -56,7 +57,7 @@ def env(tmp_path, monkeypatch):
     checks.register("test-kimi-delegates", "KimiK25 delegates set_eagle3_layers_to_capture")(
         lambda tree: [] if "def set_eagle3_layers_to_capture" in (tree / KIMI).read_text()
         else [checks.Finding("no delegation")])
-    yield {"root": tmp_path / "project", "sha1": sha1, "upstream": upstream, "base": base,
+    yield {"root": tmp_path / "project", "sha1": sha1, "upstream": upstream, "base": base, "index": index,
            "env": {"SGLPATCH_CACHE": str(tmp_path / "cache"), "SGLPATCH_INDEX_URL": index.url}}
     checks.REGISTRY.pop("test-kimi-delegates", None)
     index.close()
@@ -194,3 +195,80 @@ def test_bad_targets_are_one_line_errors(env):
     assert_one_line_error(run_cli(root, "rebase", "--onto", "main", env=env["env"]), "not a PEP 440 version")
     assert_one_line_error(run_cli(root, "rebase", "--continue", env=env["env"]), "no rebase is in progress")
     assert not (root / "build" / "rebase").exists()
+
+
+# ---------------------------------------------------------------- lines
+
+def add_line(root: Path, env, name: str = "next") -> Path:
+    result = run_cli(root, "lines", "--add", name, env=env["env"])
+    assert result.returncode == 0, result.stderr
+    return line_dir(root, name)
+
+
+def test_a_line_rebases_on_its_own_and_production_stays(env):
+    root = make_repo(env, ["clean", "moved", "textual"])
+    line = add_line(root, env)
+    production = {k: v for k, v in snapshot(root).items()
+                  if not k.startswith("lines/") and k != "CHANGELOG.md"}
+    result = run_cli(root, "--line", "next", "rebase", "--onto", "1.1.0", "--commit", NEW_COMMIT, "--json",
+                     env=env["env"])
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["line"] == "next"
+    assert verdicts(report) == {"clean": "clean", "moved": "merged", "textual": "obsolete"}
+    # the line moved, with its own pin, series and work tree
+    assert read_pin(line).version == "1.1.0" and read_pin(line).series_release == 1
+    assert read_series_names(line) == ["0001-clean.patch", "0002-moved.patch"]
+    assert "@@ -32," in (line / "patches" / "0002-moved.patch").read_text()
+    assert PatchQueue(line).applied_names() == ["0001-clean.patch", "0002-moved.patch"]
+    # production did not: pin, series, patches, gitlink (the line has no submodule of its own)
+    assert {k: v for k, v in snapshot(root).items()
+            if not k.startswith("lines/") and k != "CHANGELOG.md"} == production
+    assert OLD_COMMIT in git.Repo(root).git.ls_files("--stage", "upstream")
+    assert not (root / "build").exists()
+    # one changelog for the repository, naming the line
+    assert ("Rebased the next line onto SGLang 1.1.0: kept 0001-clean.patch, 0002-moved.patch; "
+            "dropped 0003-textual.patch") in (root / "CHANGELOG.md").read_text()
+    assert not (line / "CHANGELOG.md").exists()
+    listing = json.loads(run_cli(root, "lines", "--json", env=env["env"]).stdout)["lines"]
+    assert [(r["line"], r["upstream"], r["version"]) for r in listing] == [
+        ("production", "1.0.0", "1.0.0+kimi.3"), ("next", "1.1.0", "1.1.0+kimi.1")]
+
+
+def test_a_conflict_on_a_line_names_its_work_tree_and_command_and_abort_restores(env):
+    root = make_repo(env, ["clean", "conflict"])
+    line = add_line(root, env)
+    before = snapshot(root)
+    result = run_cli(root, "--line", "next", "rebase", "--onto", "1.1.0", env=env["env"])
+    assert result.returncode == 1, result.stderr
+    work = line / "build" / "src"
+    assert f"conflict in {RUNNER} (markers in {work})" in result.stdout
+    assert "`python build.py --line next rebase --continue`" in result.stdout
+    assert "<<<<<<<" in (work / RUNNER).read_text()
+    # the production line knows nothing of it
+    assert run_cli(root, "prepare", env=env["env"]).returncode == 0
+    result = run_cli(root, "rebase", "--abort", "--line", "next", env=env["env"])
+    assert result.returncode == 0, result.stderr
+    assert snapshot(root) == before
+
+
+def test_a_file_upstream_deleted_is_named_in_the_conflict(env):
+    env["index"].publish("sglang-1.2.0.tar.gz", sdist_bytes("1.2.0", {k: v for k, v in V1.items() if k != OTHER}))
+    root = make_repo(env, ["clean"])
+    report = rebase.start(root, "1.2.0")
+    assert report["stopped"]["patch"] == "0001-clean.patch"
+    assert report["stopped"]["files"] == [OTHER]
+    assert report["patches"][-1]["detail"] == f"three-way merge stopped in {OTHER}"
+
+
+def test_bad_line_names_are_one_line_errors(env):
+    root = make_repo(env, ["clean"])
+    assert_one_line_error(run_cli(root, "--line", "nope", "status", env=env["env"]),
+                          "unknown line 'nope'", "known lines: production")
+    assert_one_line_error(run_cli(root, "lines", "--add", "Bad Name", env=env["env"]), "cannot name a line")
+    assert_one_line_error(run_cli(root, "lines", "--add", "build", env=env["env"]), "cannot name a line")
+    add_line(root, env)
+    assert_one_line_error(run_cli(root, "lines", "--add", "next", env=env["env"]), "lines/next already exists")
+    assert_one_line_error(run_cli(root, "lines", "--add", "other", "--from", "nope", env=env["env"]),
+                          "unknown line 'nope'")
+    assert not (root / "lines" / "other").exists()

@@ -69,7 +69,8 @@ def kimi_k25_eagle3_interface(tree: Path) -> list[Finding]:
         sites = s.item.required_sites
         more = f" (+{len(sites) - 1} more sites)" if len(sites) > 1 else ""
         out.append(Finding(f"{KIMI} lacks {s.item.label}, which {inner} has (paths: "
-                           f"{', '.join(s.item.features)}){more}", sites[0].location if sites else None))
+                           f"{', '.join(s.item.features)}){more}", sites[0].location if sites else None,
+                           subject=f"{KIMI}.{s.item.label}"))
     return out
 
 
