@@ -12,7 +12,7 @@ from pathlib import Path
 import git
 import pytest
 
-from helpers import (LocalIndex, assert_one_line_error, commit_project, make_upstream, message,
+from helpers import (REPO_ROOT, LocalIndex, assert_one_line_error, commit_project, make_upstream, message,
                      patch_text, pin_text, run_cli, sdist_bytes)
 from sglpatch import checks, rebase, source
 from sglpatch.line import line_dir
@@ -272,3 +272,36 @@ def test_bad_line_names_are_one_line_errors(env):
     assert_one_line_error(run_cli(root, "lines", "--add", "other", "--from", "nope", env=env["env"]),
                           "unknown line 'nope'")
     assert not (root / "lines" / "other").exists()
+
+
+def test_rehearse_dry_runs_every_line_onto_every_newer_release(env):
+    env["index"].publish("sglang-1.2.0.tar.gz", sdist_bytes("1.2.0", {**V2, OTHER: "VALUE = 2\n"}))
+    root = make_repo(env, ["clean", "conflict", "textual"])
+    add_line(root, env)
+    assert run_cli(root, "--line", "next", "rebase", "--onto", "1.1.0", env=env["env"]).returncode == 1
+    assert run_cli(root, "--line", "next", "rebase", "--skip", env=env["env"]).returncode == 0
+    before = snapshot(root)
+    result = run_cli(root, "rehearse", "--json", env=env["env"])
+    assert result.returncode == 0, result.stderr
+    lines = {r["line"]: r for r in json.loads(result.stdout)["lines"]}
+    production = lines["production"]
+    assert production["from"] == "1.0.0" and [r["onto"] for r in production["releases"]] == ["1.1.0", "1.2.0"]
+    assert [verdicts(r) for r in production["releases"]] == [
+        {"clean": "clean", "conflict": "conflict", "textual": "obsolete"},
+        {"clean": "obsolete", "conflict": "conflict", "textual": "obsolete"}]
+    assert lines["next"]["from"] == "1.1.0" and [r["onto"] for r in lines["next"]["releases"]] == ["1.2.0"]
+    assert snapshot(root) == before, "a rehearsal changes nothing"
+    text = run_cli(root, "--line", "next", "rehearse", "1.0.0", "1.2.0", env=env["env"]).stdout
+    # 1.0.0 is older than the line's pin: left out
+    assert text == ("next line: SGLang 1.1.0 -> each newer release (dry runs)\n"
+                    "patch             1.2.0\n"
+                    "0001-clean.patch  obsolete\n")
+
+
+def test_the_scheduled_rehearsal_runs_the_rehearse_command():
+    import yaml
+    data = yaml.safe_load((REPO_ROOT / ".github" / "workflows" / "rehearse.yml").read_text())
+    assert "schedule" in data[True] and "workflow_dispatch" in data[True]  # YAML 1.1: on -> True
+    steps = " ".join(str(s.get("run", "")) for s in data["jobs"]["rehearse"]["steps"])
+    assert "pip install -r requirements.txt" in steps
+    assert "python build.py rehearse --json > rehearsal.json" in steps
