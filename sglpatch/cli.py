@@ -90,15 +90,15 @@ def cmd_export(args) -> int:
 
 def cmd_lines(args) -> int:
     if args.add:
-        line = add_line(args.repo, args.add, args.source)
+        line = add_line(args.repo_root, args.add, args.source)
         emit(args, {"added": line.name, "directory": str(line.root)},
-             f"added line {line.name} in {line.root.relative_to(args.repo)}: a copy of the "
+             f"added line {line.name} in {line.root.relative_to(args.repo_root)}: a copy of the "
              f"{args.source} line; move it with `python build.py --line {line.name} rebase --onto VERSION`")
         return 0
     rows = []
-    for line in all_lines(args.repo):
+    for line in all_lines(args.repo_root):
         pin = read_pin(line.root)
-        rows.append({"line": line.name, "directory": str(line.root.relative_to(args.repo) or "."),
+        rows.append({"line": line.name, "directory": str(line.root.relative_to(args.repo_root) or "."),
                      "upstream": pin.version, "commit": pin.commit, "version": pin.local_version,
                      "patches": read_series_names(line.root)})
     width = max(len(r["line"]) for r in rows)
@@ -168,8 +168,8 @@ def main(argv: list[str] | None = None) -> int:
     args.json = getattr(args, "json", False)  # not top.set_defaults: it would reset the shared action
     try:
         # Commands work on one line's directory; `repo` stays the repository root.
-        args.repo = args.root
-        args.root = find_line(args.repo, getattr(args, "line", None)).root
+        args.repo_root = args.root
+        args.root = find_line(args.repo_root, getattr(args, "line", None)).root
         return args.func(args)
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)

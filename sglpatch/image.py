@@ -31,6 +31,7 @@ from packaging.utils import parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
 from .errors import UserError
+from .line import line_of
 from .pin import Pin, read_pin
 
 DOCKERFILE = Path("docker") / "Dockerfile"
@@ -56,7 +57,7 @@ _REPO = re.compile(r"[a-z0-9]+(?:[._-][a-z0-9]+)*(?::[0-9]+)?(?:/[a-z0-9]+(?:(?:
 class ImagePlan:
     """Everything `docker buildx build` needs, computed from the repository without running it."""
 
-    root: Path
+    root: Path  # the line's directory (pin, series, dist/); docker/ is the repository's
     repo: str
     tags: tuple[str, ...]
     build_args: dict[str, str]
@@ -71,6 +72,21 @@ class ImagePlan:
     @property
     def image(self) -> str:
         return self.tags[0]
+
+    @property
+    def repo_root(self) -> Path:
+        """Where `--file docker/Dockerfile` resolves: every line builds the one Dockerfile."""
+        return line_of(self.root).repo
+
+    @property
+    def dist(self) -> str:
+        """The line's dist/ as the repository names it: ``dist`` or ``lines/<name>/dist``."""
+        return str((self.root / DIST).relative_to(self.repo_root))
+
+    @property
+    def build_command(self) -> str:
+        line = line_of(self.root)
+        return "python build.py" + ("" if line.is_production else f" --line {line.name}")
 
     def argv(self, context: str = CONTEXT_PLACEHOLDER) -> list[str]:
         argv = ["docker", "buildx", "build", "--file", str(DOCKERFILE), "--platform", PLATFORM,
@@ -93,7 +109,7 @@ class ImagePlan:
 
     def labels(self, dockerfile_text: str | None = None) -> dict[str, str]:
         """The labels the image will carry: the Dockerfile's LABEL lines with our build args."""
-        text = dockerfile_text if dockerfile_text is not None else (self.root / DOCKERFILE).read_text()
+        text = dockerfile_text if dockerfile_text is not None else (self.repo_root / DOCKERFILE).read_text()
         values = dict(dockerfile_arg_defaults(text))
         values.update(self.all_build_args())
         return {key: _substitute(value, values) for key, value in dockerfile_labels(text).items()}
@@ -106,7 +122,7 @@ class ImagePlan:
             "build_args": self.all_build_args(),
             "labels": self.labels(),
             "context_files": list(self.context_files),
-            "wheel": f"{DIST}/{self.wheel_name}",
+            "wheel": f"{self.dist}/{self.wheel_name}",
             "argv": self.argv(),
             "push": self.push,
         }
@@ -301,8 +317,10 @@ def plan(root: Path, *, repo: str | None = None, extra_tags: list[str] | tuple[s
          push: bool = False, flashinfer_version: str | None = None, base: str | None = None,
          build_arg_pairs: list[str] | tuple[str, ...] = ()) -> ImagePlan:
     root = Path(root)
-    extra_args = parse_build_args(build_arg_pairs, (root / DOCKERFILE).read_text())
+    extra_args = parse_build_args(build_arg_pairs, (line_of(root).repo / DOCKERFILE).read_text())
     pin = read_pin(root)
+    if flashinfer_version is None:
+        flashinfer_version = pin.image_flashinfer  # the line's own FlashInfer, if it names one
     fingerprint = series_fingerprint(root)
     revision, dirty = git_revision(root)
     repo = resolve_repo(repo)
@@ -479,7 +497,7 @@ def format_command(argv: list[str]) -> str:
 
 
 def dry_run_text(image_plan: ImagePlan) -> str:
-    files = "\n".join(f"  {name}  (from {DIST}/{name}, built by `python build.py`)"
+    files = "\n".join(f"  {name}  (from {image_plan.dist}/{name}, built by `{image_plan.build_command}`)"
                       for name in image_plan.context_files)
     return (f"# build context: a fresh temporary directory ({CONTEXT_PLACEHOLDER}) holding exactly\n"
             f"{files}\n"
@@ -544,12 +562,12 @@ def run_build(image_plan: ImagePlan) -> Builder:
             assemble_context(image_plan, wheel, context)
             argv = builder.build_argv(image_plan, str(context))
             print(f"$ {shlex.join(argv)}", file=sys.stderr, flush=True)
-            code, tail = stream(argv, cwd=image_plan.root, env=builder.env())
+            code, tail = stream(argv, cwd=image_plan.repo_root, env=builder.env())
         if code != 0:
             raise build_failure(tail, code, builder, image_plan)
         if image_plan.push and not builder.buildx:
             for tag in image_plan.tags:  # the classic builder only loads; push what it loaded
-                code, tail = stream([builder.client, "push", tag], cwd=image_plan.root, env=builder.env())
+                code, tail = stream([builder.client, "push", tag], cwd=image_plan.repo_root, env=builder.env())
                 if code != 0:
                     raise UserError(f"docker push {tag} failed (exit {code}): {tail[-1] if tail else ''}",
                                     "log in to the registry (docker login), then rerun")

@@ -34,6 +34,8 @@ class Pin:
     required_checks: tuple[str, ...] = ()
     # Findings the build gate accepts on this line: subject -> why ([series.accepted]).
     accepted: tuple[tuple[str, str], ...] = ()
+    # [image] flashinfer: the flashinfer-python the line's image installs; None: the Dockerfile's.
+    image_flashinfer: str | None = None
 
     @property
     def local_version(self) -> str:
@@ -75,6 +77,7 @@ def read_pin(root: Path) -> Pin:
             series_release=int(series.get("release", 1)),
             required_checks=tuple(str(c) for c in series.get("checks", [])),
             accepted=tuple((str(k), str(v)) for k, v in series.get("accepted", {}).items()),
+            image_flashinfer=str(doc["image"]["flashinfer"]) if "flashinfer" in doc.get("image", {}) else None,
         )
     except KeyError as exc:
         raise UserError(f"{path} lacks the key {exc}", "restore it from git") from None

@@ -411,8 +411,8 @@ def format_rehearsal(data: dict) -> str:
 
 
 def rehearse_handler(args) -> int:
-    chosen = ([find_line(args.repo, args.line)] if getattr(args, "line", None)
-              else all_lines(args.repo))
+    chosen = ([find_line(args.repo_root, args.line)] if getattr(args, "line", None)
+              else all_lines(args.repo_root))
     results = [rehearse(line.root, args.releases or None) for line in chosen]
     if args.json:
         print(json.dumps({"lines": results}, indent=2))

@@ -730,3 +730,32 @@ def test_dockerfile_flashinfer_check_passes_with_the_pin_and_fails_with_the_rele
     old = subprocess.run([str(runtime.python), "-c", released], capture_output=True, text=True, env=base_env)
     assert old.returncode != 0
     assert "No supported CUDA architectures found for major versions [9, 10]" in old.stderr
+
+
+# ---------------------------------------------------------------- the latest line
+
+def test_the_latest_line_builds_the_same_dockerfile_on_its_own_base_and_flashinfer():
+    """`--line latest image`: upstream's cu130 image of that release, the FlashInfer that release
+    requires (no compatibility pin), tags and labels naming the line's upstream version."""
+    from sglpatch.line import find_line
+    from sglpatch.source import release_artifact
+
+    root = find_line(REPO_ROOT, "latest").root
+    pin = read_pin(root)
+    plan = image.plan(root)
+    assert plan.repo_root == REPO_ROOT
+    assert plan.build_args["BASE_IMAGE"] == f"lmsysorg/sglang:v{pin.version}-cu130"
+    assert plan.image.endswith(f":{pin.version}-kimi.{pin.series_release}-cu130")
+    assert plan.wheel_name.startswith(f"sglang-{pin.local_version}-")
+    labels = plan.labels()
+    assert labels["sglpatch.upstream.version"] == pin.version
+    assert labels["org.opencontainers.image.version"] == pin.local_version
+    # FlashInfer as the release ships it: the pin's entry is the upstream wheel's requirement
+    with zipfile.ZipFile(release_artifact(pin.version, "wheel", pin)) as whl:
+        meta = whl.read(f"sglang-{pin.version}.dist-info/METADATA").decode()
+    required = re.search(r"^Requires-Dist: flashinfer[_-]python(?:\[[^\]]*\])?==([^\s;]+)", meta, re.M).group(1)
+    assert pin.image_flashinfer == required == plan.all_build_args()["FLASHINFER_VERSION"]
+    assert labels["sglpatch.flashinfer.version"] == required
+    assert "--build-arg" in plan.argv() and f"FLASHINFER_VERSION={required}" in plan.argv()
+    text = image.dry_run_text(plan)
+    assert f"from lines/latest/dist/{plan.wheel_name}, built by `python build.py --line latest`" in text
