@@ -27,6 +27,9 @@ class BuildResult:
     sha256: str
     fingerprint: str
     replaced: list[str] = field(default_factory=list)
+    # every overlay wheel, (path, sha256), the primary one (``wheel``) first: one per pinned
+    # upstream wheel, i.e. per CPython for a release that ships platform wheels
+    wheels: list[tuple[Path, str]] = field(default_factory=list)
 
     def to_json(self) -> dict:
         return {
@@ -38,6 +41,7 @@ class BuildResult:
             "patched_tree": str(self.patched_tree),
             "wheel": str(self.wheel),
             "sha256": self.sha256,
+            "wheels": [{"path": str(path), "sha256": sha} for path, sha in self.wheels],
             "replaced": self.replaced,
         }
 
@@ -104,17 +108,23 @@ def check_tree(tree: Path, series: Series, pin: Pin) -> None:
 def build(root: Path) -> BuildResult:
     pin, series, base, queue = prepare_tree(root)
     check_tree(queue.path, series, pin)
-    upstream_wheel = source.release_artifact(pin.version, "wheel", pin)
-    if upstream_wheel is None:
-        raise UserError(f"SGLang {pin.version} has no wheel on the index", "pin a release with a wheel")
+    if not pin.wheels:
+        raise UserError(f"upstream.toml pins no wheel of SGLang {pin.version}",
+                        "add [upstream.artifacts.wheel] (a rebase writes it)")
     fingerprint = series.fingerprint()
-    provenance = {
-        "upstream": {"version": pin.version, "commit": pin.commit, "wheel": upstream_wheel.name},
-        "series_fingerprint": fingerprint,
-        "patches": [{"name": p.name, "subject": p.subject, "upstream_status": p.upstream_status}
-                    for p in series.patches],
-    }
-    overlay = build_overlay(upstream_wheel, queue.path, series.touched_files(), pin.local_version,
-                            root / DIST, provenance)
-    return BuildResult(pin, base, series.names, queue.path, overlay.path, overlay.sha256,
-                       fingerprint, list(overlay.replaced))
+    overlays = []
+    for artifact in pin.wheels:
+        upstream_wheel = source.release_artifact(pin.version, artifact.kind, pin)
+        if upstream_wheel is None:
+            raise UserError(f"the index has no {artifact.filename}", "check [upstream.artifacts] in upstream.toml")
+        provenance = {
+            "upstream": {"version": pin.version, "commit": pin.commit, "wheel": upstream_wheel.name},
+            "series_fingerprint": fingerprint,
+            "patches": [{"name": p.name, "subject": p.subject, "upstream_status": p.upstream_status}
+                        for p in series.patches],
+        }
+        overlays.append(build_overlay(upstream_wheel, queue.path, series.touched_files(),
+                                      pin.local_version, root / DIST, provenance))
+    primary = overlays[0]
+    return BuildResult(pin, base, series.names, queue.path, primary.path, primary.sha256,
+                       fingerprint, list(primary.replaced), [(o.path, o.sha256) for o in overlays])

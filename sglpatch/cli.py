@@ -31,8 +31,7 @@ def cmd_build(args) -> int:
     emit(args, result.to_json(),
          f"upstream  SGLang {result.pin.version} ({result.pin.tag}, {result.pin.commit or 'no commit pinned'})\n"
          f"patches   {len(result.applied)} applied: {', '.join(result.applied) or 'none'}\n"
-         f"wheel     {result.wheel}\n"
-         f"sha256    {result.sha256}")
+         + "\n".join(f"wheel     {path}\nsha256    {sha}" for path, sha in result.wheels))
     return 0
 
 

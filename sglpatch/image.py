@@ -5,8 +5,9 @@ image (upstream's `<tag>-cu130`), the overlay wheel's file name, the image tag
 (`<repo>:<upstream>-<series>-cu130`) and the labels. Only the FlashInfer pin lives in
 `docker/Dockerfile` (build arg `FLASHINFER_VERSION`), because it is a property of the image.
 
-The build context is a fresh temporary directory holding exactly the overlay wheel: the Dockerfile
-takes nothing else from it. The command runs as an argument list, never through a shell.
+The build context is a fresh temporary directory holding exactly the overlay wheels (one per
+pinned upstream wheel: one py3-none-any wheel, or one per CPython for a platform-wheel release);
+the Dockerfile lets pip pick the one for the base image's Python and takes nothing else. The command runs as an argument list, never through a shell.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ DEFAULT_REPO = "sglang-kimi"
 SOURCE_ENV = "SGLPATCH_IMAGE_SOURCE"
 CONTEXT_PLACEHOLDER = "<context>"
 # Build args `plan` derives from the pin, the series and the checkout (never from the command line).
-DERIVED_ARGS = frozenset({"BASE_IMAGE", "SGLANG_WHEEL", "OCI_SOURCE", "OCI_REVISION", "OCI_VERSION",
+DERIVED_ARGS = frozenset({"BASE_IMAGE", "OCI_SOURCE", "OCI_REVISION", "OCI_VERSION",
                           "UPSTREAM_VERSION", "UPSTREAM_COMMIT", "SERIES_VERSION", "SERIES_SHA256"})
 # flashinfer-python builds the allreduce-fusion module for SM12x from this release on.
 MIN_FLASHINFER = Version("0.6.17")
@@ -123,6 +124,7 @@ class ImagePlan:
             "labels": self.labels(),
             "context_files": list(self.context_files),
             "wheel": f"{self.dist}/{self.wheel_name}",
+            "wheels": [f"{self.dist}/{name}" for name in self.context_files],
             "argv": self.argv(),
             "push": self.push,
         }
@@ -150,12 +152,20 @@ def base_image(pin: Pin) -> str:
 
 
 def wheel_name(pin: Pin) -> str:
-    """The overlay wheel's file name: upstream's wheel name with the local version."""
-    artifact = pin.artifact("wheel")
-    upstream = artifact.filename if artifact else f"sglang-{pin.version}-py3-none-any.whl"
-    name, _, _, _ = parse_wheel_filename(upstream)
-    tag = upstream.removesuffix(".whl").split("-", 2)[2]
-    return f"{name}-{Version(pin.local_version)}-{tag}.whl"
+    """The primary overlay wheel's file name: upstream's wheel name with the local version."""
+    return wheel_names(pin)[0]
+
+
+def wheel_names(pin: Pin) -> tuple[str, ...]:
+    """Every overlay wheel's file name, the primary first (`sglpatch.build` makes one per pinned
+    upstream wheel)."""
+    uploads = [a.filename for a in pin.wheels] or [f"sglang-{pin.version}-py3-none-any.whl"]
+    names = []
+    for upstream in uploads:
+        name, _, _, _ = parse_wheel_filename(upstream)
+        tag = upstream.removesuffix(".whl").split("-", 2)[2]
+        names.append(f"{name}-{Version(pin.local_version)}-{tag}.whl")
+    return tuple(names)
 
 
 def series_fingerprint(root: Path) -> str:
@@ -339,10 +349,9 @@ def plan(root: Path, *, repo: str | None = None, extra_tags: list[str] | tuple[s
             raise UserError(f"'{flashinfer_version}' is not a version", "e.g. 0.6.17") from None
     tags = [f"{repo}:{image_tag(pin)}"]
     tags += [t for t in (resolve_tag(repo, t) for t in extra_tags) if t not in tags]
-    wheel = wheel_name(pin)
+    wheels = wheel_names(pin)
     build_args = {
         "BASE_IMAGE": resolve_base_image(base) if base else base_image(pin),
-        "SGLANG_WHEEL": wheel,
         "OCI_SOURCE": source_url(root),
         "OCI_REVISION": revision + ("-dirty" if dirty else ""),
         "OCI_VERSION": pin.local_version,
@@ -351,18 +360,21 @@ def plan(root: Path, *, repo: str | None = None, extra_tags: list[str] | tuple[s
         "SERIES_VERSION": f"{pin.series_local}.{pin.series_release}",
         "SERIES_SHA256": fingerprint,
     }
-    return ImagePlan(root, repo, tuple(tags), build_args, wheel, push, dirty, series_tag(pin),
-                     flashinfer_version, (wheel,), extra_args)
+    return ImagePlan(root, repo, tuple(tags), build_args, wheels[0], push, dirty, series_tag(pin),
+                     flashinfer_version, wheels, extra_args)
 
 
-def assemble_context(image_plan: ImagePlan, wheel: Path, dest: Path) -> list[str]:
-    """Fill ``dest`` (an empty directory) with exactly what the Dockerfile takes from its context."""
-    if wheel.name != image_plan.wheel_name:
-        raise UserError(f"the wheel is {wheel.name}, the pin says {image_plan.wheel_name}",
-                        "rerun `python build.py` so the wheel matches upstream.toml")
+def assemble_context(image_plan: ImagePlan, wheels: list[Path], dest: Path) -> list[str]:
+    """Fill ``dest`` (an empty directory) with exactly what the Dockerfile takes from its context:
+    the overlay wheels the pin names, nothing else."""
+    names = sorted(w.name for w in wheels)
+    if names != sorted(image_plan.context_files):
+        raise UserError(f"the wheels are {', '.join(names)}, the pin says {', '.join(image_plan.context_files)}",
+                        "rerun `python build.py` so the wheels match upstream.toml")
     if any(dest.iterdir()):
         raise UserError(f"the build context {dest} is not empty", "use a fresh directory")
-    shutil.copy2(wheel, dest / wheel.name)
+    for wheel in wheels:
+        shutil.copy2(wheel, dest / wheel.name)
     return sorted(p.name for p in dest.iterdir())
 
 
@@ -471,15 +483,15 @@ def image_lock(root: Path):
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def ensure_wheel(root: Path) -> Path:
-    """Run the main job (`python build.py`) so the wheel matches the series the labels name.
+def ensure_wheels(root: Path) -> list[Path]:
+    """Run the main job (`python build.py`) so the wheels match the series the labels name.
 
     It prepares and checks the patched tree and rewrites dist/ only from cached, verified inputs,
     so calling it on every image build costs little and never ships a stale wheel.
     """
     from .build import build
 
-    return Path(build(root).wheel)
+    return [Path(path) for path, _ in build(root).wheels]
 
 
 def format_command(argv: list[str]) -> str:
@@ -556,10 +568,10 @@ def build_failure(tail: list[str], code: int, builder: Builder, image_plan: Imag
 def run_build(image_plan: ImagePlan) -> Builder:
     with image_lock(image_plan.root):
         builder = require_docker()
-        wheel = ensure_wheel(image_plan.root)
+        wheels = ensure_wheels(image_plan.root)
         with tempfile.TemporaryDirectory(prefix="sglpatch-image-") as tmp:
             context = Path(tmp)
-            assemble_context(image_plan, wheel, context)
+            assemble_context(image_plan, wheels, context)
             argv = builder.build_argv(image_plan, str(context))
             print(f"$ {shlex.join(argv)}", file=sys.stderr, flush=True)
             code, tail = stream(argv, cwd=image_plan.repo_root, env=builder.env())

@@ -17,7 +17,7 @@ PIN_FILE = "upstream.toml"
 class Artifact:
     """A PyPI release file of the pinned upstream, identified by name and sha256."""
 
-    kind: str  # "sdist" or "wheel"
+    kind: str  # "sdist", "wheel" or "wheel-cpXY" (sglpatch.source)
     filename: str
     sha256: str
 
@@ -44,6 +44,12 @@ class Pin:
 
     def artifact(self, kind: str) -> Artifact | None:
         return next((a for a in self.artifacts if a.kind == kind), None)
+
+    @property
+    def wheels(self) -> tuple[Artifact, ...]:
+        """Every pinned wheel, "wheel" first: an overlay wheel is built from each."""
+        return tuple(sorted((a for a in self.artifacts if a.kind == "wheel" or a.kind.startswith("wheel-")),
+                            key=lambda a: a.kind != "wheel"))
 
     def with_release(self, version: str, tag: str, commit: str | None,
                      artifacts: tuple[Artifact, ...]) -> Pin:

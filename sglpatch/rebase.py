@@ -282,7 +282,7 @@ def _finish(root: Path, queue: PatchQueue, state: State) -> dict:
 def _update_pin(root: Path, state: State) -> None:
     pin = read_pin(root)
     artifacts = []
-    for kind in ("sdist", "wheel"):
+    for kind in ("sdist", *source.wheel_kinds(state.onto)):
         path = source.release_artifact(state.onto, kind)
         if path is not None:
             artifacts.append(Artifact(kind, path.name, source._sha256(path)))

@@ -11,6 +11,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import shutil
 import sys
 import tarfile
@@ -33,7 +34,11 @@ from .pin import Artifact, Pin, validate_version
 DEFAULT_INDEX = "https://pypi.org/simple"
 PROJECT = "sglang"
 # Wheel-only releases (0.5.11+) ship platform wheels; the source inside is the same for all.
+# Artifact kinds: "sdist"; "wheel", the one the import, the tests and Python 3.11 use; and
+# "wheel-cpXY", every other x86_64 CPython wheel of a platform-wheel release, since an overlay
+# wheel only installs on the Python its upstream wheel was built for.
 PREFERRED_WHEEL_TAGS = ("py3-none-any", "cp311-cp311-manylinux_2_34_x86_64")
+_CPYTHON_X86_64 = re.compile(r"-(cp3\d+)-\1-manylinux_[0-9_]+_x86_64\.whl$")
 
 
 def index_url() -> str:
@@ -97,6 +102,9 @@ def _filename_version(name: str) -> Version | None:
 def _choose(files: list[RemoteFile], kind: str) -> RemoteFile | None:
     if kind == "sdist":
         return next((f for f in files if f.filename.endswith(".tar.gz")), None)
+    if kind.startswith("wheel-"):
+        return next((f for f in files if (m := _CPYTHON_X86_64.search(f.filename))
+                     and m.group(1) == kind[len("wheel-"):]), None)
     for tag in PREFERRED_WHEEL_TAGS:
         match = next((f for f in files if f.filename.endswith(f"-{tag}.whl")), None)
         if match:
@@ -145,6 +153,20 @@ def release_artifact(version: str, kind: str, pin: Pin | None = None) -> Path | 
         _download(remote, target)
     _verify(target, want, "the pin" if expected else "the package index")
     return target
+
+
+def wheel_kinds(version: str) -> list[str]:
+    """The wheel artifact kinds of a release: "wheel", then "wheel-cpXY" for each other x86_64
+    CPython wheel it publishes (none for a py3-none-any release)."""
+    primary = _find_remote(version, "wheel")
+    if primary is None:
+        return []
+    others = sorted({m.group(1) for f in _CACHED_LISTING[version]
+                     if (m := _CPYTHON_X86_64.search(f.filename)) and f.filename != primary.filename},
+                    key=lambda tag: int(tag[3:]))
+    if primary.filename.endswith("-py3-none-any.whl"):
+        return ["wheel"]
+    return ["wheel", *(f"wheel-{tag}" for tag in others)]
 
 
 _CACHED_LISTING: dict[str, list[RemoteFile]] = {}

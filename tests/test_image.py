@@ -155,6 +155,9 @@ def dockerfile_context_files(text: str, build_args: dict[str, str]) -> set[str]:
                     assert source_dir == ".", "mount a context file by name, or the whole context"
                     for ref in re.findall(re.escape(target) + r"/([^\s\"']+)", rest):
                         files.add(image._substitute(ref, build_args))
+                    if re.search(r"--find-links\s+" + re.escape(target) + r"(?:\s|$)", rest):
+                        assert "--no-index" in rest, "install from the context only"
+                        files.add("*.whl")  # pip picks among every wheel in the context
     return files
 
 
@@ -164,11 +167,13 @@ def test_context_holds_exactly_what_the_dockerfile_takes(built_wheel, tmp_path):
     assert wheel.name == plan.wheel_name == f"sglang-{PIN.local_version}-py3-none-any.whl"
     context = tmp_path / "context"
     context.mkdir()
-    listing = image.assemble_context(plan, wheel, context)
+    listing = image.assemble_context(plan, [wheel], context)
     assert listing == list(plan.context_files) == [wheel.name]
     assert sorted(p.name for p in context.rglob("*")) == [wheel.name]
     assert (context / wheel.name).read_bytes() == wheel.read_bytes()
-    assert dockerfile_context_files(DOCKERFILE.read_text(), plan.build_args) == {wheel.name}
+    # the Dockerfile installs the patched version from the context's wheels, and takes nothing else
+    assert dockerfile_context_files(DOCKERFILE.read_text(), plan.build_args) == {"*.whl"}
+    assert '"sglang==${OCI_VERSION}"' in DOCKERFILE.read_text()
     with zipfile.ZipFile(context / wheel.name) as z:  # what the Dockerfile's check expects
         meta = z.read(f"sglang-{PIN.local_version}.dist-info/METADATA").decode()
     assert f"\nVersion: {plan.build_args['OCI_VERSION']}\n" in meta
@@ -181,10 +186,12 @@ def test_context_refuses_a_wheel_the_pin_does_not_name(built_wheel, tmp_path):
     shutil.copy(wheel, other)
     (tmp_path / "ctx").mkdir()
     with pytest.raises(UserError, match="the pin says"):
-        image.assemble_context(plan, other, tmp_path / "ctx")
+        image.assemble_context(plan, [other], tmp_path / "ctx")
+    with pytest.raises(UserError, match="the pin says"):
+        image.assemble_context(plan, [wheel, other], tmp_path / "ctx")
     (tmp_path / "ctx" / "stray").write_text("x")
     with pytest.raises(UserError, match="not empty"):
-        image.assemble_context(plan, wheel, tmp_path / "ctx")
+        image.assemble_context(plan, [wheel], tmp_path / "ctx")
 
 
 # ---------------------------------------------------------------- dry run, tags, labels
@@ -266,7 +273,7 @@ def test_tags_and_labels_follow_the_pin_and_the_series(project):
     assert labels["sglpatch.upstream.commit"] == "1519acf37c23f2189adb93f57ca9cd2db1bebf18"
     assert labels["sglpatch.series.version"] == "kimi.2"
     assert labels["sglpatch.series.sha256"] != before.labels()["sglpatch.series.sha256"]
-    assert after.build_args["SGLANG_WHEEL"] == after.wheel_name
+    assert after.context_files == (after.wheel_name,)
 
     (project / "patches" / "series").write_text("# uncommitted edit\n")
     assert image.plan(project).build_args["OCI_REVISION"] == head + "-dirty"
@@ -747,6 +754,10 @@ def test_the_latest_line_builds_the_same_dockerfile_on_its_own_base_and_flashinf
     assert plan.build_args["BASE_IMAGE"] == f"lmsysorg/sglang:v{pin.version}-cu130"
     assert plan.image.endswith(f":{pin.version}-kimi.{pin.series_release}-cu130")
     assert plan.wheel_name.startswith(f"sglang-{pin.local_version}-")
+    # one overlay per pinned CPython wheel in the context; pip in the image picks its Python's
+    assert plan.context_files == tuple(f"sglang-{pin.local_version}-{a.filename.split('-', 2)[2]}"
+                                       for a in pin.wheels)
+    assert {n.split("-")[2] for n in plan.context_files} >= {"cp311", "cp312"}
     labels = plan.labels()
     assert labels["sglpatch.upstream.version"] == pin.version
     assert labels["org.opencontainers.image.version"] == pin.local_version

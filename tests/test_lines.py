@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import Path
 
 import pytest
 
@@ -89,5 +90,9 @@ def test_every_line_builds_its_wheel_through_its_gates(line):
     data = json.loads(result.stdout)
     assert data["version"] == pin.local_version and data["patches"] == series.names
     assert data["wheel"].startswith(str(root / "dist" / f"sglang-{pin.local_version}-"))
+    # an overlay per pinned upstream wheel (one per CPython on a platform-wheel release)
+    assert [Path(w["path"]).name.split("-", 2)[2] for w in data["wheels"]] == \
+        [a.filename.split("-", 2)[2] for a in pin.wheels]
+    assert data["wheels"][0] == {"path": data["wheel"], "sha256": data["sha256"]}
     gates = {*pin.required_checks, *series.check_names()}
     assert gates and all(f"check {name}: ok" in result.stderr for name in gates), result.stderr

@@ -120,3 +120,20 @@ def test_an_import_shares_no_scratch_file_with_other_processes(pinned_commit, is
     shutil.copy(sdist, isolated_cache / "artifacts" / sdist.name)
     assert source.import_release(PIN.version, PIN) == commit
     assert sorted(p.name for p in scratch.iterdir()) == ["index.lock"]
+
+
+def test_a_platform_wheel_release_has_one_wheel_kind_per_x86_64_cpython(isolated_cache, local_index,
+                                                                         monkeypatch):
+    monkeypatch.setenv("SGLPATCH_INDEX_URL", local_index.url)
+    for tag in ("cp313-cp313-manylinux_2_34_x86_64", "cp311-cp311-manylinux_2_34_x86_64",
+                "cp312-cp312-manylinux_2_34_aarch64", "cp312-cp312-manylinux_2_34_x86_64",
+                "cp310-cp310-manylinux_2_34_x86_64"):
+        local_index.publish(f"sglang-2.0.0-{tag}.whl", tag.encode())
+    local_index.publish("sglang-2.1.0-py3-none-any.whl", b"pure")
+    assert source.wheel_kinds("2.0.0") == ["wheel", "wheel-cp310", "wheel-cp312", "wheel-cp313"]
+    assert source.wheel_kinds("2.1.0") == ["wheel"]
+    # each kind is that CPython's x86_64 wheel, sha256-verified against the index
+    assert source.release_artifact("2.0.0", "wheel").name == "sglang-2.0.0-cp311-cp311-manylinux_2_34_x86_64.whl"
+    path = source.release_artifact("2.0.0", "wheel-cp312")
+    assert path.name == "sglang-2.0.0-cp312-cp312-manylinux_2_34_x86_64.whl"
+    assert path.read_bytes() == b"cp312-cp312-manylinux_2_34_x86_64"
