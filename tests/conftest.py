@@ -31,13 +31,47 @@ def _load(name: str, path: Path):
 model_specs = _load("sglpatch_test_model_specs", TESTS_DIR / "models" / "specs.py")
 
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", "lines(*names): run the runtime tests only on these lines")
+    config.addinivalue_line("markers", "sglang(specifier): a runtime test that follows the code of the "
+                                       "SGLang releases in the specifier, e.g. '<0.5.21'")
+    config.addinivalue_line("markers", "patch(number, absent=False): a runtime test of one patch: runs "
+                                       "on the lines whose series carries it (absent=True: lacks it)")
+
+
+def _line_applies(item, line: str) -> bool:
+    from packaging.specifiers import SpecifierSet
+    from sglpatch.line import find_line
+    from sglpatch.pin import read_pin
+    from sglpatch.series import read_series_names
+
+    root = find_line(sglang_runtime.REPO_ROOT, line).root
+    lines = item.get_closest_marker("lines")
+    if lines and line not in lines.args:
+        return False
+    release = item.get_closest_marker("sglang")
+    if release and read_pin(root).version not in SpecifierSet(release.args[0]):
+        return False
+    patch = item.get_closest_marker("patch")
+    if patch:
+        carried = any(name.startswith(f"{patch.args[0]}-") for name in read_series_names(root))
+        return carried != patch.kwargs.get("absent", False)
+    return True
+
+
 def pytest_collection_modifyitems(config, items):
+    kept, deselected = [], []
     for item in items:
         fixtures = getattr(item, "fixturenames", ())
         if "runtime" in fixtures:
             item.add_marker(pytest.mark.slow)
         if "docker_engine" in fixtures:
             item.add_marker(pytest.mark.image)
+        line = getattr(getattr(item, "callspec", None), "params", {}).get("runtime")
+        (kept if line is None or _line_applies(item, line) else deselected).append(item)
+    if deselected:  # a patch's runtime test on a line without that patch does not exist
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = kept
 
 
 @pytest.fixture(scope="session")
@@ -63,14 +97,14 @@ def standin_base(request, docker_engine, runtime) -> str:
     """The stand-in for upstream's CUDA 13 base image (tests/image_standin.py), built once."""
     import docker_engine as engines
     import image_standin
-    from sglpatch.pin import read_pin
     from sglpatch.source import release_artifact
 
-    pin = read_pin(sglang_runtime.REPO_ROOT)
+    pin = runtime.pin
     sdist = Path(release_artifact(pin.version, "sdist", pin))
     try:
         return image_standin.standin_base(
-            docker_engine, cache=sglang_runtime.cache_dir(), upstream_tag=pin.tag, sdist=sdist,
+            docker_engine, cache=sglang_runtime.cache_dir(), upstream_tag=pin.tag,
+            requirements=runtime.requirements, sdist=sdist,
             stub_libcuda=runtime.stub_libcuda or runtime.build_stub(),
             progress=progress_printer(request.config, "docker"))
     except engines.EngineError as exc:
@@ -95,11 +129,14 @@ def progress_printer(config, prefix: str):
     return progress
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="session", params=sglang_runtime.line_names())
 def runtime(request):
-    """SGLang 0.5.9's runtime: ``runtime.run(script, *, variant, timeout=600)`` and friends
-    (see tests/sglang_runtime.py). Built on first use, reused afterwards."""
-    rt = sglang_runtime.Runtime(progress=progress_printer(request.config, "sglang runtime"))
+    """The SGLang runtime of each maintained line (production: 0.5.9, latest: 0.5.23), one after
+    the other: ``runtime.run(script, *, variant, timeout=600)`` and friends (see
+    tests/sglang_runtime.py). Built on first use, reused afterwards. ``@pytest.mark.lines`` and
+    ``@pytest.mark.patch`` limit a test to some lines."""
+    rt = sglang_runtime.Runtime(progress=progress_printer(request.config, f"sglang runtime {request.param}"),
+                                line=request.param)
     try:
         rt.ensure()
         yield rt

@@ -26,7 +26,6 @@ from docker_engine import Engine, EngineError
 
 TESTS_DIR = Path(__file__).resolve().parent
 STANDIN_DOCKERFILE = TESTS_DIR / "image" / "standin-base.Dockerfile"
-RUNTIME_REQUIREMENTS = TESTS_DIR / "runtime-requirements.txt"
 HARNESS_DIR = TESTS_DIR / "smoke" / "cpu_harness"
 HOST_CA_DIR = Path("/usr/local/share/ca-certificates")
 
@@ -113,8 +112,8 @@ def debian_image(engine: Engine, cache: Path, progress=None) -> str:
     return ref
 
 
-def _standin_context(dest: Path, sdist: Path, stub_libcuda: Path) -> None:
-    shutil.copy(RUNTIME_REQUIREMENTS, dest / "runtime-requirements.txt")
+def _standin_context(dest: Path, requirements: Path, sdist: Path, stub_libcuda: Path) -> None:
+    shutil.copy(requirements, dest / "runtime-requirements.txt")
     shutil.copy(sdist, dest / sdist.name)
     shutil.copytree(HARNESS_DIR, dest / "cpu_harness", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(stub_libcuda, dest / "libcuda.so.1")
@@ -130,14 +129,14 @@ def _tree_digest(root: Path) -> str:
     return _key(*parts)
 
 
-def standin_base(engine: Engine, *, cache: Path, upstream_tag: str, sdist: Path, stub_libcuda: Path,
-                 progress=None) -> str:
+def standin_base(engine: Engine, *, cache: Path, upstream_tag: str, requirements: Path, sdist: Path,
+                 stub_libcuda: Path, progress=None) -> str:
     """The stand-in for ``lmsysorg/sglang:<upstream_tag>-cu130``, built if its inputs changed."""
     debian = debian_image(engine, cache, progress)
     ref = f"sglpatch-test/sglang:{upstream_tag}-cu130-standin"
     with tempfile.TemporaryDirectory(prefix="sglpatch-standin-") as tmp:
         context = Path(tmp)
-        _standin_context(context, sdist, stub_libcuda)
+        _standin_context(context, requirements, sdist, stub_libcuda)
         key = _key(STANDIN_DOCKERFILE.read_text(), debian, _tree_digest(context))
         if _image_key(engine, ref) == key:
             return ref

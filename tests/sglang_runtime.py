@@ -1,12 +1,13 @@
-"""The real SGLang 0.5.9 runtime for tests: a pinned venv plus one overlay per sglang wheel.
+"""The real SGLang runtime of a maintained line, for tests: a pinned venv plus one overlay per wheel.
 
-- The venv (``<cache>/runtime/sglang-0.5.9``, about 11 GB) holds SGLang 0.5.9's dependencies exactly
-  as pinned in ``tests/runtime-requirements.txt`` and no ``sglang``; it is built once (a few minutes)
-  and reused while its stamp file matches the requirements. A half-built venv has no stamp and is
-  rebuilt.
-- The ``sglang`` package of a test comes from a *variant*: ``"patched"`` (the overlay wheel that
-  ``sglpatch.build.build`` produces from this repository), ``"pristine"`` (upstream's 0.5.9 wheel from
-  PyPI, sha256-verified), or a path to any sglang wheel. Each wheel is installed once with
+- One ``Runtime`` per line (production: SGLang 0.5.9; latest: 0.5.23; ``sglpatch.line``). Its venv
+  (``<cache>/runtime/sglang-<version>``, about 11 GB) holds that release's dependencies exactly as
+  pinned in ``tests/runtime-requirements-<version>.txt`` and no ``sglang``; it is built once (a few
+  minutes) and reused while its stamp file matches the requirements. A half-built venv has no stamp
+  and is rebuilt.
+- The ``sglang`` package of a test comes from a *variant*: ``"patched"`` (the line's overlay wheel
+  that ``sglpatch.build.build`` produces from this repository), ``"pristine"`` (upstream's wheel of
+  the line's release from PyPI, sha256-verified), or a path to any sglang wheel. Each wheel is installed once with
   ``pip install --no-deps --target <cache>/runtime/overlays/<wheel sha256>`` and put first on
   ``PYTHONPATH`` of every process a test starts; SGLang's spawned processes inherit it.
   Both wheels come from ``sglpatch`` (``build.build`` and ``source.release_artifact``).
@@ -38,15 +39,25 @@ import urllib.request
 from pathlib import Path
 from typing import Callable, Iterator, Mapping
 
-SGLANG_VERSION = "0.5.9"
 VARIANTS = ("patched", "pristine")
 
 TESTS_DIR = Path(__file__).resolve().parent
 REPO_ROOT = TESTS_DIR.parent
-REQUIREMENTS = TESTS_DIR / "runtime-requirements.txt"
 HARNESS_DIR = TESTS_DIR / "smoke" / "cpu_harness"
 STAMP = ".sglpatch-complete"
 RESULT_MARKER = "SGLPATCH_RESULT "
+
+def requirements_file(version: str) -> Path:
+    """The pinned dependency set of SGLang ``version``'s runtime venv."""
+    return TESTS_DIR / f"runtime-requirements-{version}.txt"
+
+
+def line_names() -> list[str]:
+    """Every maintained line, production first (sglpatch.line)."""
+    from sglpatch.line import all_lines
+
+    return [line.name for line in all_lines(REPO_ROOT)]
+
 
 # Variables that would point the runtime at another Python or another sglang.
 _SCRUB = ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "VIRTUAL_ENV", "PYTHONNOUSERSITE",
@@ -294,11 +305,23 @@ def kill_all_active() -> None:
 
 
 class Runtime:
-    """SGLang 0.5.9's venv plus variant overlays and the CPU harness. Create with :meth:`ensure`."""
+    """A line's SGLang venv plus variant overlays and the CPU harness. Create with :meth:`ensure`."""
 
-    def __init__(self, cache: Path | None = None, progress: Callable[[str], None] | None = None):
+    def __init__(self, cache: Path | None = None, progress: Callable[[str], None] | None = None,
+                 line: str = "production"):
+        from sglpatch.line import find_line
+        from sglpatch.pin import read_pin
+
+        self.line = find_line(REPO_ROOT, line)
+        self.pin = read_pin(self.line.root)
+        self.sglang_version = self.pin.version
+        self.requirements = requirements_file(self.sglang_version)
+        if not self.requirements.is_file():
+            raise RuntimeError(f"the {line} line pins SGLang {self.sglang_version} but there is no "
+                               f"{self.requirements.name}: make it from `pip freeze --all` of a real "
+                               f"`pip install sglang=={self.sglang_version}` (see docs/testing.md)")
         self.home = (cache or cache_dir()) / "runtime"
-        self.venv = self.home / f"sglang-{SGLANG_VERSION}"
+        self.venv = self.home / f"sglang-{self.sglang_version}"
         self.python = self.venv / "bin" / "python"
         self.progress = progress or _stderr_progress
         self.cpu_harness = not gpu_available()
@@ -313,7 +336,7 @@ class Runtime:
 
     def _stamp_content(self) -> str:
         return json.dumps({
-            "requirements_sha256": _sha256(REQUIREMENTS),
+            "requirements_sha256": _sha256(self.requirements),
             "python": sys.version.split()[0],
         }, sort_keys=True)
 
@@ -339,14 +362,14 @@ class Runtime:
         if self.venv.exists():
             self.progress(f"{self.venv} is incomplete or outdated (stamp mismatch): rebuilding")
             shutil.rmtree(self.venv)
-        self.progress(f"creating SGLang {SGLANG_VERSION}'s runtime venv at {self.venv} "
+        self.progress(f"creating SGLang {self.sglang_version}'s runtime venv at {self.venv} "
                       "(one time: about 11 GB, several minutes)")
         subprocess.run([sys.executable, "-m", "venv", str(self.venv)], check=True)
-        log = self.home / f"sglang-{SGLANG_VERSION}.install.log"
+        log = self.home / f"sglang-{self.sglang_version}.install.log"
         with open(log, "w") as fh:
             proc = subprocess.Popen(
                 [str(self.python), "-m", "pip", "install", "--no-deps", "--no-input",
-                 "--progress-bar", "off", "-r", str(REQUIREMENTS)],
+                 "--progress-bar", "off", "-r", str(self.requirements)],
                 stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
             _ACTIVE.add(proc)
             try:
@@ -363,7 +386,7 @@ class Runtime:
                     proc.wait()
                 _ACTIVE.discard(proc)
         if proc.returncode != 0:
-            raise RuntimeError(f"pip install of {REQUIREMENTS.name} failed (exit {proc.returncode});"
+            raise RuntimeError(f"pip install of {self.requirements.name} failed (exit {proc.returncode});"
                                f" log: {log}\n{log.read_text()[-6000:]}")
         check = subprocess.run([str(self.python), "-m", "pip", "check"],
                                capture_output=True, text=True)
@@ -394,22 +417,27 @@ class Runtime:
                 raise ValueError(f"unknown variant {variant!r}: use one of {VARIANTS} or a wheel path")
         return self._wheels[key]
 
+    def _python_tag(self) -> str:
+        """The venv's CPython tag: platform-wheel releases ship one overlay per CPython."""
+        return f"cp{sys.version_info[0]}{sys.version_info[1]}"
+
     def _patched_wheel(self) -> Path:
         from sglpatch.build import build
 
-        self.progress("building the patched overlay wheel (sglpatch.build.build)")
-        wheel = Path(build(REPO_ROOT).wheel)
-        return wheel if wheel.is_absolute() else (REPO_ROOT / wheel).resolve()
+        self.progress(f"building the {self.line.name} line's overlay wheel (sglpatch.build.build)")
+        wheels = [Path(path) for path, _ in build(self.line.root).wheels]
+        fits = [w for w in wheels if "-py3-none-any" in w.name or f"-{self._python_tag()}-" in w.name]
+        if not fits:
+            raise RuntimeError(f"no overlay wheel of the {self.line.name} line fits Python "
+                               f"{self._python_tag()}: {[w.name for w in wheels]}")
+        return fits[0].resolve()
 
     def _pristine_wheel(self) -> Path:
-        from sglpatch.pin import read_pin
         from sglpatch.source import release_artifact
 
-        pin = read_pin(REPO_ROOT)
-        if pin.version != SGLANG_VERSION:
-            raise RuntimeError(f"upstream.toml pins SGLang {pin.version} but {REQUIREMENTS.name} holds "
-                               f"SGLang {SGLANG_VERSION}'s runtime: regenerate it for the new pin")
-        return Path(release_artifact(pin.version, "wheel", pin))  # sha256 from the pin, cached
+        kind = f"wheel-{self._python_tag()}"
+        kind = kind if self.pin.artifact(kind) else "wheel"
+        return Path(release_artifact(self.pin.version, kind, self.pin))  # sha256 from the pin, cached
 
     def overlay(self, variant: str | os.PathLike) -> Path:
         """The directory holding the variant's ``sglang`` package (installed once per wheel)."""

@@ -1,8 +1,10 @@
-"""The patch series against the real SGLang 0.5.9 runtime, on CPU.
+"""The patch series against the real SGLang runtime of each line, on CPU.
 
-Every script runs twice in the ``runtime`` fixture (SGLang 0.5.9's pinned venv, CPU harness):
+A test of a patch runs on every line whose series carries it (``@pytest.mark.patch``), following
+the code of the releases it names (``@pytest.mark.sglang``: the SM12x gate moved in 0.5.21).
+Every script runs twice in the ``runtime`` fixture (the line's pinned venv, CPU harness):
 on the ``patched`` overlay wheel, where the fixed behaviour must hold, and on upstream's
-``pristine`` 0.5.9 wheel, where the same observation must show the bug. The pristine half is
+``pristine`` wheel, where the same observation must show the bug. The pristine half is
 the negative control: it proves each test notices when its patch is missing.
 
 Models are tiny random ones written here as ``config.json`` files and loaded by SGLang's own
@@ -452,6 +454,47 @@ for major, kind, requested in [(12, "installed", True), (12, "sm12x", True),
 emit(out)
 '''
 
+# SGLang 0.5.21+ (the latest line): the gate is flashinfer_ar_fusion_applies() in
+# layers/layer_boundary/residual/add_norm.py and the backend comes from _resolve_backend() in
+# layers/flashinfer_comm_fusion.py. The GPU is simulated through SGLang's own platform override
+# (runtime_context.override_platform) plus is_cuda(); the launch's resolved exec context, which
+# only a launch publishes, is given to the gate as a launch with the trtllm backend would.
+GATE_SCRIPT_LAYER_BOUNDARY = _PRELUDE + '''
+import importlib
+
+import sglang.srt.utils as sgl_utils
+import sglang.srt.utils.common as sgl_common
+from sglang.srt.runtime_context import override_platform
+import sglang.srt.layers.flashinfer_comm_fusion as fusion
+import sglang.srt.layers.layer_boundary.residual.add_norm as add_norm  # imported on the CPU as is
+
+# a CUDA machine, for add_norm's own import-time probes only (its imports are already loaded)
+sgl_common.is_cuda = sgl_utils.is_cuda = lambda: True
+sgl_common.is_flashinfer_available.cache_clear()  # answered False on import; flashinfer is installed
+RESOLVED = types.SimpleNamespace(comm=types.SimpleNamespace(flashinfer_allreduce_fusion_backend="trtllm"))
+GPUS = {"sm80": {}, "sm90": {"is_sm90": True}, "sm100": {"is_sm100": True, "is_blackwell": True},
+        "sm120": {"is_sm120": True, "is_blackwell": True}}
+out = {"resolve": {}, "applies": {}}
+for gpu, facts in GPUS.items():
+    facts = {"is_cuda": True, "is_sm90": False, "is_sm100": False, "is_sm120": False,
+             "is_blackwell": False, **facts}
+    with override_platform(**facts):
+        for backend in ("auto", "trtllm", "mnnvl", "cutedsl"):
+            for multi_node in (False, True):
+                try:
+                    chosen = fusion._resolve_backend(backend, multi_node)
+                except ValueError as exc:
+                    chosen = "ValueError: " + str(exc)
+                out["resolve"][f"{gpu}/{backend}/multi_node={multi_node}"] = chosen
+        add_norm = importlib.reload(add_norm)  # re-runs its import-time capability checks
+        add_norm.get_exec = lambda: RESOLVED
+        add_norm.is_dp_attention_enabled = lambda: False
+        add_norm.uses_cutedsl_ar_fusion = lambda: False
+        add_norm.is_flashinfer_allreduce_unavailable = lambda: False
+        out["applies"][gpu] = [add_norm.flashinfer_ar_fusion_applies(bs) for bs in (1, 128, 2048, 4096)]
+emit(out)
+'''
+
 SYMM_MEM_SCRIPT = _PRELUDE + '''
 import torch
 import torch.distributed as dist
@@ -528,6 +571,11 @@ def gates(runtime):
 
 
 @pytest.fixture(scope="module")
+def layer_boundary_gates(runtime):
+    return {v: _run(runtime, GATE_SCRIPT_LAYER_BOUNDARY, v) for v in VARIANTS}
+
+
+@pytest.fixture(scope="module")
 def symm_mem(runtime):
     return {v: _run(runtime, SYMM_MEM_SCRIPT, v) for v in VARIANTS}
 
@@ -550,6 +598,7 @@ INTERFACE_CHECKS = [
 ]
 
 
+@pytest.mark.patch("0001")
 @pytest.mark.parametrize("check", INTERFACE_CHECKS)
 def test_kimi_k25_target_interface(interface, check):
     patched, pristine = interface["patched"], interface["pristine"]
@@ -561,6 +610,7 @@ def test_kimi_k25_target_interface(interface, check):
     assert not pristine[check]["ok"], f"pristine 0.5.9 unexpectedly passes {check}"
 
 
+@pytest.mark.patch("0001")
 def test_kimi_k25_capture_layers_match_deepseek_v3(interface):
     patched = interface["patched"]
     assert patched["set_eagle3_layers_to_capture(None)"]["detail"] == [[2, 4, 5], True]
@@ -574,6 +624,7 @@ def test_kimi_k25_capture_layers_match_deepseek_v3(interface):
 # Patch 2: capture layers configured once, before warmup and CUDA graph capture
 
 
+@pytest.mark.patch("0002")
 @pytest.mark.parametrize("target", ["deepseek", "kimi"])
 def test_eagle3_capture_layers_fixed_before_graph_capture(wiring, target):
     result = wiring[(target, "patched")]
@@ -584,6 +635,7 @@ def test_eagle3_capture_layers_fixed_before_graph_capture(wiring, target):
         assert result["observed"][moment] == configured, (moment, result["observed"])
 
 
+@pytest.mark.patch("0002")
 def test_eagle3_capture_wiring_negative_control(wiring):
     # DeepseekV3 has the EAGLE-3 interface in 0.5.9, so this isolates the wiring bug.
     result = wiring[("deepseek", "pristine")]
@@ -594,6 +646,7 @@ def test_eagle3_capture_wiring_negative_control(wiring):
     assert observed["after_initialize"]["layers"] == configured  # eager runs: configured
 
 
+@pytest.mark.patch("0002")
 def test_kimi_k25_eagle3_target_starts(wiring):
     assert wiring[("kimi", "patched")]["observed"]["final"]["layers"] == [1, 4, 7]
     assert wiring[("kimi", "pristine")]["init_error"] == (
@@ -606,8 +659,13 @@ def test_kimi_k25_eagle3_target_starts(wiring):
 
 FUSED = [True, True, True, False]  # batch sizes 1, 128, 2048 fuse; 4096 > the fusion maximum
 UNFUSED = [False] * 4
+# Where the gate lives: layers/communicator.py up to 0.5.20, layers/layer_boundary/ from 0.5.21.
+COMMUNICATOR_LAYOUT = "<0.5.21"
+LAYER_BOUNDARY_LAYOUT = ">=0.5.21"
 
 
+@pytest.mark.patch("0003")
+@pytest.mark.sglang(COMMUNICATOR_LAYOUT)
 @pytest.mark.parametrize("gpu, flashinfer, expected", [
     ("sm80", "installed", UNFUSED),
     ("sm80", "sm12x", UNFUSED),
@@ -629,12 +687,16 @@ def test_allreduce_fusion_gate(gates, gpu, flashinfer, expected):
     assert requested["warnings"] == []
 
 
+@pytest.mark.patch("0003")
+@pytest.mark.sglang(COMMUNICATOR_LAYOUT)
 def test_allreduce_fusion_gate_negative_control(gates):
     pristine = gates["pristine"]["gate"]
     assert pristine["sm120/sm12x/requested=True"]["decisions"] == UNFUSED
     assert pristine["sm90/installed/requested=True"]["decisions"] == FUSED
 
 
+@pytest.mark.patch("0003")
+@pytest.mark.sglang(COMMUNICATOR_LAYOUT)
 def test_allreduce_fusion_probe_asks_flashinfer(gates):
     probe = gates["patched"]["probe"]
     assert probe["installed"][0] is False
@@ -644,6 +706,8 @@ def test_allreduce_fusion_probe_asks_flashinfer(gates):
     assert probe["opaque-0.6.17"][0] is True and probe["opaque-0.6.16"][0] is False
 
 
+@pytest.mark.patch("0003")
+@pytest.mark.sglang(COMMUNICATOR_LAYOUT)
 def test_allreduce_fusion_server_args(gates):
     patched = gates["patched"]["server_args"]
     unsupported = patched["sm120/installed/requested=True"]
@@ -663,10 +727,53 @@ def test_allreduce_fusion_server_args(gates):
     assert pristine == {"enabled": True, "fusion_warnings": []}
 
 
+@pytest.mark.patch("0003")
+@pytest.mark.sglang(LAYER_BOUNDARY_LAYOUT)
+@pytest.mark.parametrize("gpu, expected", [
+    ("sm80", UNFUSED), ("sm90", FUSED), ("sm100", FUSED), ("sm120", FUSED)])
+def test_allreduce_fusion_gate_layer_boundary(layer_boundary_gates, gpu, expected):
+    assert layer_boundary_gates["patched"]["applies"][gpu] == expected
+    if gpu != "sm120":  # unchanged elsewhere
+        assert layer_boundary_gates["pristine"]["applies"][gpu] == expected
+
+
+@pytest.mark.patch("0003")
+@pytest.mark.sglang(LAYER_BOUNDARY_LAYOUT)
+def test_allreduce_fusion_backend_on_sm12x_is_trtllm_single_node(layer_boundary_gates):
+    resolve = layer_boundary_gates["patched"]["resolve"]
+    assert resolve["sm120/auto/multi_node=False"] == "trtllm"
+    assert resolve["sm120/trtllm/multi_node=False"] == "trtllm"
+    # no MNNVL fabric on PCIe RTX PRO 6000, cutedsl is SM100-only, trtllm is single-node
+    for key in ("sm120/mnnvl/multi_node=False", "sm120/cutedsl/multi_node=False",
+                "sm120/auto/multi_node=True", "sm120/trtllm/multi_node=True"):
+        assert resolve[key].startswith("ValueError: "), (key, resolve[key])
+    # SM90/SM100/others: exactly upstream's choices (the refusal's message now names SM12x)
+    pristine = layer_boundary_gates["pristine"]["resolve"]
+
+    def outcome(result: str) -> str:
+        return result.split(":", 1)[0]
+
+    assert {k: outcome(v) for k, v in resolve.items() if not k.startswith("sm120/")} == \
+        {k: outcome(v) for k, v in pristine.items() if not k.startswith("sm120/")}
+    assert resolve["sm80/auto/multi_node=False"] == (
+        "ValueError: FlashInfer allreduce fusion requires SM90, SM10X or SM12x NVIDIA GPUs.")
+    assert resolve["sm100/auto/multi_node=False"] == "mnnvl" and resolve["sm90/auto/multi_node=False"] == "trtllm"
+
+
+@pytest.mark.patch("0003")
+@pytest.mark.sglang(LAYER_BOUNDARY_LAYOUT)
+def test_allreduce_fusion_layer_boundary_negative_control(layer_boundary_gates):
+    pristine = layer_boundary_gates["pristine"]
+    assert pristine["applies"]["sm120"] == UNFUSED
+    assert pristine["resolve"]["sm120/auto/multi_node=False"] == (
+        "ValueError: FlashInfer allreduce fusion requires SM90 or SM10X NVIDIA GPUs.")
+
+
 # --------------------------------------------------------------------------------------------
 # Patch 4: --enable-torch-symm-mem on SM12x warns and disables instead of KeyError: 12
 
 
+@pytest.mark.patch("0004")
 def test_torch_symm_mem_sm12_disables(symm_mem):
     patched = symm_mem["patched"]
     assert patched["sm120"]["disabled"] is True
@@ -692,6 +799,8 @@ emit({"major": torch.cuda.get_device_capability()[0], "flashinfer": flashinfer._
 """
 
 
+@pytest.mark.patch("0003")
+@pytest.mark.sglang(COMMUNICATOR_LAYOUT)
 @pytest.mark.gpu
 @pytest.mark.skipif(not sglang_runtime.gpu_available(),
                     reason="needs an NVIDIA SM12x GPU: on a CPU the probe only sees simulated "

@@ -26,7 +26,7 @@ ENV PIP_CERT=/etc/ssl/certs/ca-certificates.crt \
     SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt \
     REQUESTS_CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt
 
-# SGLang's dependencies exactly as the tests' runtime venv pins them (tests/runtime-requirements.txt).
+# SGLang's dependencies exactly as the tests' runtime venv pins them (tests/runtime-requirements-<version>.txt).
 COPY runtime-requirements.txt /tmp/runtime-requirements.txt
 RUN python3 -m pip install --no-deps --progress-bar off -r /tmp/runtime-requirements.txt \
  && rm /tmp/runtime-requirements.txt

@@ -216,9 +216,75 @@ def vision_weights(vc: dict, init: Init) -> dict[str, torch.Tensor]:
     return w
 
 
+# A minimal stand-in for the remote-code processor Kimi K2.5 ships on the hub (KimiK25Processor,
+# loaded with trust_remote_code): SGLang 0.5.23's Kimi multimodal processor reads
+# ``_processor.media_processor.media_proc_cfg`` when it is constructed
+# (multimodal/processors/kimi_k25.py:546), which transformers' own Kimi_K25Processor lacks.
+# Text-only here: the smoke requests carry no image (an image would raise).
+TINY_PROCESSOR = """
+import json, os
+from transformers import AutoTokenizer
+
+
+class TinyKimiMediaProcessor:
+    def __init__(self, media_proc_cfg):
+        self.media_proc_cfg = media_proc_cfg
+
+    def media_tokens_calculator(self, media):
+        raise NotImplementedError("tiny test model: no image support")
+
+
+class KimiK25Processor:
+    attributes = ["tokenizer"]
+
+    def __init__(self, tokenizer, media_proc_cfg):
+        self.tokenizer = tokenizer
+        self.media_processor = TinyKimiMediaProcessor(media_proc_cfg)
+        self.image_processor = None  # read by SGLang's KimiGPUProcessorWrapper (kimi_k25.py:384)
+
+    @classmethod
+    def register_for_auto_class(cls, auto_class="AutoProcessor"):
+        pass
+
+    @classmethod
+    def from_pretrained(cls, path, **kwargs):
+        tok_kwargs = {k: kwargs[k] for k in ("trust_remote_code", "revision") if k in kwargs}
+        with open(os.path.join(path, "preprocessor_config.json")) as fh:
+            cfg = json.load(fh)["media_proc_cfg"]
+        return cls(AutoTokenizer.from_pretrained(path, **tok_kwargs), cfg)
+
+    def __call__(self, text=None, images=None, **kwargs):
+        if images:
+            raise NotImplementedError("tiny test model: no image support")
+        return self.tokenizer(text, **kwargs)
+"""
+
+
+def build_processor_configs(out: Path, vision: dict) -> None:
+    """transformers >= 5 knows model_type ``kimi_k25``: SGLang 0.5.23's tokenizer manager
+    (utils/hf_transformers/processor.py:340, AutoProcessor) then builds a processor, and SGLang's Kimi
+    processor needs the hub processor's ``media_processor.media_proc_cfg``. Ship a minimal one as
+    remote code (auto_map; needs ``trust_remote_code=True``, as real Kimi K2.5 does).
+    transformers 4.x (SGLang 0.5.9) falls back to the tokenizer: nothing is written there, so the
+    0.5.9 launches need no trust_remote_code."""
+    try:
+        import transformers.models.kimi_k25  # noqa: F401
+    except ImportError:
+        return
+    (out / "processing_kimi_k25_tiny.py").write_text(TINY_PROCESSOR)
+    (out / "preprocessor_config.json").write_text(json.dumps({
+        "auto_map": {"AutoProcessor": "processing_kimi_k25_tiny.KimiK25Processor"},
+        "media_proc_cfg": {  # the keys SGLang reads (kimi_k25.py:546-556), Kimi K2.5's values
+            "patch_size": vision["patch_size"], "merge_kernel_size": 2, "in_patch_limit": 16384,
+            "patch_limit_on_one_side": 512, "image_mean": [0.5, 0.5, 0.5],
+            "image_std": [0.5, 0.5, 0.5]},
+    }, indent=2))
+
+
 def build_kimi_k25(out: Path, spec: dict) -> None:
     dtype = getattr(torch, spec["dtype"])
     vocab = build_tokenizer(out, spec["tokenizer"])
+    build_processor_configs(out, spec["vision"])
     text = deepseek_v3_text_config(spec["text"], vocab, spec["dtype"])
     vision = vision_config(spec["vision"], text["hidden_size"])
     config = {

@@ -58,9 +58,13 @@ TEXT = {
     "num_experts_per_tok": 2,
     "first_k_dense_replace": 1,
     "q_lora_rank": 32,
-    "kv_lora_rank": 32,
+    # SGLang 0.5.23's Triton MLA decode kernel (kernels/ops/attention/decode_attention.py:824-834,
+    # v = tl.trans(k) at :734) only splits the latent K of width 576 (512 + 64) or 288 (256 + 32)
+    # into a value part and a rope part; any other width (0.5.9's tiny 32 + 16 = 48) gives
+    # BLOCK_DMODEL != BLOCK_DV and the decode kernel fails to trace. 256 + 32 is the smallest.
+    "kv_lora_rank": 256,
     "qk_nope_head_dim": 16,
-    "qk_rope_head_dim": 16,
+    "qk_rope_head_dim": 32,
     "v_head_dim": 16,
     "max_position_embeddings": 4096,
 }
@@ -106,14 +110,16 @@ KIMI_K25_ALWAYS_0 = {**KIMI_K25, "zero_final_norm": True}
 EAGLE3_DRAFT_ALWAYS_0 = {**EAGLE3_DRAFT, "target": KIMI_K25_ALWAYS_0, "zero_final_norm": True}
 
 
-def model_key(kind: str, spec: dict) -> str:
-    payload = json.dumps({"kind": kind, "spec": spec}, sort_keys=True).encode()
+def model_key(kind: str, spec: dict, sglang_version: str) -> str:
+    # The builder runs in the line's venv and writes what its transformers needs (the processor
+    # config under transformers 5): one model directory per SGLang runtime.
+    payload = json.dumps({"kind": kind, "spec": spec, "sglang": sglang_version}, sort_keys=True).encode()
     return hashlib.sha256(payload + BUILDERS.read_bytes()).hexdigest()[:16]
 
 
 def ensure_model(runtime, kind: str, spec: dict, cache: Path) -> Path:
     """The directory of the model ``kind`` built from ``spec``, generating it if not cached."""
-    target = cache / "models" / f"{kind}-{model_key(kind, spec)}"
+    target = cache / "models" / f"{kind}-{model_key(kind, spec, runtime.sglang_version)}"
     if (target / "config.json").is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from packaging.version import Version
+
 import sglang_runtime
 
 # EAGLE-3 with 3 draft tokens: 2 draft steps, top-1 chain (the numbers SGLang's own tests use).
@@ -28,9 +30,22 @@ GREEDY = {"temperature": 0.0, "max_new_tokens": 12, "ignore_eos": True}
 # What pristine 0.5.9 dies of at start-up with a KimiK25 target and EAGLE-3 (the mission's error).
 MISSING_METHOD = ("AttributeError: 'KimiK25ForConditionalGeneration' object has no attribute "
                   "'set_eagle3_layers_to_capture'")
-# The speculative-decoding metrics /generate reports in meta_info.
-SPEC_FIELDS = ("spec_verify_ct", "spec_accept_length", "spec_accept_rate", "spec_accept_token_num",
-               "spec_draft_token_num", "spec_accept_histogram")
+# The speculative-decoding metrics /generate reports in meta_info, by role. Three were renamed
+# between 0.5.9 and 0.5.23 (0.5.23: srt/managers/tokenizer_manager.py, spec_num_*_drafts).
+_SPEC_FIELDS = {
+    "0.5.9": {"verify": "spec_verify_ct", "accept_length": "spec_accept_length",
+              "accept_rate": "spec_accept_rate", "accepted": "spec_accept_token_num",
+              "proposed": "spec_draft_token_num", "histogram": "spec_accept_histogram"},
+    "0.5.23": {"verify": "spec_verify_ct", "accept_length": "spec_accept_length",
+               "accept_rate": "spec_accept_rate", "accepted": "spec_num_correct_drafts",
+               "proposed": "spec_num_proposed_drafts", "histogram": "spec_correct_drafts_histogram"},
+}
+
+
+def spec_fields(sglang_version: str) -> dict[str, str]:
+    """The meta_info field of each metric in that SGLang release (the newest naming at or below it)."""
+    known = [v for v in _SPEC_FIELDS if Version(v) <= Version(sglang_version)]
+    return _SPEC_FIELDS[max(known, key=Version)]
 
 
 def engine_kwargs(target: Path, draft: Path | None, *, gpu: bool = False) -> dict:
@@ -47,6 +62,9 @@ def engine_kwargs(target: Path, draft: Path | None, *, gpu: bool = False) -> dic
         # EAGLE's draft (draft_utils.py) nor MLA extend.
         "dtype": "float32",
         "attention_backend": "triton",
+        # as real Kimi K2.5 needs; the tiny target ships a minimal remote-code processor, which
+        # 0.5.23's transformers 5 loads (tests/models/builders.py); harmless on 0.5.9
+        "trust_remote_code": True,
     }
     if gpu:
         kwargs.update(cuda_graph_max_bs=8, mem_fraction_static=0.5)  # CUDA graphs stay on

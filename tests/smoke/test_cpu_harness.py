@@ -3,7 +3,8 @@
 The reference tree kernels replace CUDA-only ``sgl_kernel`` code in every CPU smoke test, so they
 are tested here first, on small trees worked out by hand (the worked trees are in the docstrings).
 The rest checks that the harness is active where SGLang looks (stub libcuda, no-op synchronize,
-kernels bound into ``eagle_utils``/``eagle_info``) and in SGLang's spawned processes.
+kernels bound where SGLang looks them up: ``eagle_utils``/``eagle_info`` on 0.5.9, ``sgl_kernel``'s
+CPU ops on 0.5.23) and in SGLang's spawned processes, on every line's runtime.
 """
 
 from __future__ import annotations
@@ -177,8 +178,9 @@ def basics():
 def probe(queue):
     import torch
     import sgl_kernel  # needs libcuda.so.1: the stub satisfies the loader
-    from sglang.srt.speculative import eagle_info, eagle_utils
+    from sglang.srt.speculative import eagle_utils
     import sglpatch_cpu_harness.tree_kernels as ref
+    from sglpatch_cpu_harness import cpu_ops
 
     result = basics()
     # the chain case through SGLang's own wrapper: topk 1, 2 steps, 3 draft tokens, 5 verified
@@ -186,10 +188,18 @@ def probe(queue):
         eagle_utils.build_tree_kernel_efficient(
             torch.tensor([7]), torch.tensor([[-1, 0]]), torch.tensor([[0, 1]]),
             torch.tensor([[8, 9]]), torch.tensor([5]), 5, 1, 2, 3))
+    if hasattr(eagle_utils, "sgl_build_tree_kernel_efficient"):  # 0.5.9: bound into eagle_utils
+        from sglang.srt.speculative import eagle_info
+
+        build_bound = eagle_utils.sgl_build_tree_kernel_efficient is ref.build_tree_kernel_efficient
+        verify_bound = (eagle_info.verify_tree_greedy_func is eagle_utils.verify_tree_greedy_func
+                        and eagle_utils.verify_tree_greedy_func.__module__ == "sglpatch_cpu_harness")
+    else:  # 0.5.23: sgl_kernel's CPU ops, which the CUDA build of sgl-kernel lacks
+        build_bound = sgl_kernel.build_tree_kernel_efficient_cpu is cpu_ops.build_tree_kernel_efficient_cpu
+        verify_bound = sgl_kernel.verify_tree_greedy_cpu is cpu_ops.verify_tree_greedy_cpu
     result.update({
-        "build_bound": eagle_utils.sgl_build_tree_kernel_efficient is ref.build_tree_kernel_efficient,
-        "verify_bound": eagle_info.verify_tree_greedy_func is eagle_utils.verify_tree_greedy_func
-                        and eagle_utils.verify_tree_greedy_func.__module__ == "sglpatch_cpu_harness",
+        "build_bound": build_bound,
+        "verify_bound": verify_bound,
         "positions": positions.tolist(),
         "next_token": r_next.tolist(),
         "draft_tokens": draft_tokens.tolist(),

@@ -1,4 +1,5 @@
-"""Smoke tests: the real SGLang 0.5.9 launched with EAGLE-3 on a (tiny, generated) KimiK25 target.
+"""Smoke tests: real SGLang launched with EAGLE-3 on a (tiny, generated) KimiK25 target, on every
+line's runtime (production: 0.5.9; latest: 0.5.23).
 
 Every test starts real SGLang in the ``runtime`` fixture's venv: ``sgl.Engine`` in a script of its
 own session, or ``python -m sglang.launch_server`` queried over HTTP. On a machine without a GPU
@@ -6,7 +7,9 @@ the CPU harness (tests/smoke/cpu_harness, test-only) replaces kernels and hardwa
 code our patches change runs as shipped. Launches are shared between assertions through
 module-scoped fixtures; only one SGLang runs at a time.
 
-- pristine 0.5.9: start-up fails with the AttributeError the series fixes (the negative control);
+- pristine, on a line that carries the KimiK25 delegation (0001): start-up fails with the
+  AttributeError the series fixes (the negative control); on a line that dropped it as upstreamed,
+  pristine serves EAGLE-3 (the drop was right);
 - patched: starts with EAGLE-3, greedy output equals greedy output without it (one request and a
   batch), the target captures the draft's configured layers (set before device graphs), and over
   HTTP on a constructed pair where every draft token must be accepted the reported accept length
@@ -20,6 +23,7 @@ import json
 import re
 
 import pytest
+from packaging.version import Version
 
 import sglang_runtime
 import sglang_scripts as scripts
@@ -28,7 +32,6 @@ pytestmark = [pytest.mark.smoke]
 
 GPU = sglang_runtime.gpu_available()
 MISSING_METHOD = scripts.MISSING_METHOD
-SPEC_FIELDS = scripts.SPEC_FIELDS
 
 
 def run_engine(runtime, kwargs: dict, *, variant: str, env: dict | None = None) -> dict:
@@ -61,6 +64,7 @@ def scheduler_exception(stderr: str) -> str:
     return match.group(1) if match else ""
 
 
+@pytest.mark.patch("0001")
 def test_pristine_kimi_k25_eagle3_fails_at_startup(runtime, kimi_k25_model, eagle3_draft_model):
     kwargs = scripts.engine_kwargs(kimi_k25_model, eagle3_draft_model, gpu=GPU)
     result = runtime.run(scripts.engine_script(kwargs, scripts.PROMPTS), variant="pristine",
@@ -75,6 +79,7 @@ def test_pristine_kimi_k25_eagle3_fails_at_startup(runtime, kimi_k25_model, eagl
     assert result.leftovers == [], f"processes left behind: {result.leftovers}"
 
 
+@pytest.mark.patch("0001")
 def test_pristine_launch_server_startup_failure_surfaces_sglang_error(
         runtime, kimi_k25_model, eagle3_draft_model):
     """The HTTP launcher: SGLang's own SIGQUIT handler kills the server's process tree; the failure
@@ -86,6 +91,16 @@ def test_pristine_launch_server_startup_failure_surfaces_sglang_error(
         server.stop()  # only reached if pristine started: the test then fails on pytest.raises
     assert MISSING_METHOD in str(failure.value)
     assert failure.value.leftovers == [], f"processes left behind: {failure.value.leftovers}"
+
+
+@pytest.mark.patch("0001", absent=True)
+def test_pristine_serves_kimi_k25_eagle3_where_upstream_has_the_fix(runtime, always0_pair):
+    """A line that dropped the KimiK25 delegation as upstreamed: upstream's own wheel serves it."""
+    target, draft = always0_pair
+    out = run_engine(runtime, scripts.engine_kwargs(target, draft, gpu=GPU), variant="pristine")
+    fields = scripts.spec_fields(runtime.sglang_version)
+    assert out["single"]["output_ids"] == [0] * scripts.GREEDY["max_new_tokens"]
+    assert out["single"]["meta_info"][fields["accept_length"]] >= 2.5, out["single"]["meta_info"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -107,7 +122,8 @@ def plain_run(runtime, kimi_k25_model):
                       variant="patched")
 
 
-def test_patched_engine_starts_with_eagle3_and_generates(eagle_run):
+def test_patched_engine_starts_with_eagle3_and_generates(runtime, eagle_run):
+    fields = scripts.spec_fields(runtime.sglang_version)
     outputs = [eagle_run["single"], *eagle_run["batch"]]
     assert len(outputs) == 1 + len(scripts.PROMPTS)
     for out in outputs:
@@ -115,17 +131,20 @@ def test_patched_engine_starts_with_eagle3_and_generates(eagle_run):
         assert len(out["output_ids"]) == scripts.GREEDY["max_new_tokens"] == meta["completion_tokens"]
         # speculative decoding really ran: verify passes, each with the configured draft tokens
         assert meta["spec_verify_ct"] >= 1
-        assert meta["spec_draft_token_num"] == meta["spec_verify_ct"] * (scripts.SPEC_DRAFT_TOKENS - 1)
+        assert meta[fields["proposed"]] == meta["spec_verify_ct"] * (scripts.SPEC_DRAFT_TOKENS - 1)
 
 
 @pytest.fixture(scope="module")
-def capture_layers(kimi_k25_model, eagle3_draft_model) -> dict:
-    """Which target layers feed the draft: as configured by the draft (SGLang captures the input
-    of layer id + 1) and SGLang's defaults [2, n // 2, n - 3], read from the generated configs."""
+def capture_layers(runtime, kimi_k25_model, eagle3_draft_model) -> dict:
+    """Which target layers feed the draft: as configured by the draft and SGLang's defaults
+    [2, n // 2, n - 3], read from the generated configs. DeepseekV2's set_eagle3_layers_to_capture
+    captures the input of layer id + 1 up to 0.5.12; 0.5.23 adds 1 only when the first id is 1
+    (srt/models/deepseek_v2.py), so the draft's [0, 1, 2] are taken as given there."""
     ids = json.loads((eagle3_draft_model / "config.json").read_text())[
         "eagle_config"]["eagle_aux_hidden_state_layer_ids"]
     n = json.loads((kimi_k25_model / "config.json").read_text())["text_config"]["num_hidden_layers"]
-    layers = {"configured": [i + 1 for i in ids], "default": [2, n // 2, n - 3]}
+    shift = 1 if Version(runtime.sglang_version) < Version("0.5.23") or ids[0] == 1 else 0
+    layers = {"configured": [i + shift for i in ids], "default": [2, n // 2, n - 3]}
     assert layers["configured"] != layers["default"], "the draft must not use the default layers"
     return layers
 
@@ -190,19 +209,20 @@ def always0_generate(always0_server):
     return single, batch
 
 
-def test_http_generate_reports_spec_metrics(always0_generate):
+def test_http_generate_reports_spec_metrics(runtime, always0_generate):
+    fields = scripts.spec_fields(runtime.sglang_version)
     single, batch = always0_generate
     for out in [single, *batch]:
         meta = out["meta_info"]
-        missing = [f for f in SPEC_FIELDS if f not in meta]
+        missing = [f for f in fields.values() if f not in meta]
         assert not missing, f"/generate meta_info lacks {missing}: {sorted(meta)}"
         assert meta["spec_verify_ct"] >= 1
         assert meta["spec_accept_length"] == pytest.approx(
             meta["completion_tokens"] / meta["spec_verify_ct"])
-        assert meta["spec_draft_token_num"] == meta["spec_verify_ct"] * (scripts.SPEC_DRAFT_TOKENS - 1)
+        assert meta[fields["proposed"]] == meta["spec_verify_ct"] * (scripts.SPEC_DRAFT_TOKENS - 1)
 
 
-def test_constructed_pair_accepts_draft_tokens(always0_generate):
+def test_constructed_pair_accepts_draft_tokens(runtime, always0_generate):
     """Target and draft both always predict token 0, so every draft token is accepted: with 3
     draft tokens (2 steps, top-1) each verify pass yields up to 3 tokens."""
     single, batch = always0_generate
@@ -210,7 +230,8 @@ def test_constructed_pair_accepts_draft_tokens(always0_generate):
         meta = out["meta_info"]
         assert out["output_ids"] == [0] * scripts.GREEDY["max_new_tokens"]
         assert meta["spec_accept_length"] >= 2.5, meta
-        assert meta["spec_accept_token_num"] == meta["spec_draft_token_num"], meta  # all accepted
+        fields = scripts.spec_fields(runtime.sglang_version)
+        assert meta[fields["accepted"]] == meta[fields["proposed"]], meta  # all accepted
 
 
 # ---------------------------------------------------------------------------------------------

@@ -100,3 +100,17 @@ def _alive(pid: int) -> bool:
     except FileNotFoundError:
         return False
     return state not in ("Z", "X")
+
+
+def test_every_line_has_its_own_pinned_runtime(tmp_path):
+    """One venv per line's SGLang release, from that release's pinned requirements."""
+    venvs = set()
+    for line in sglang_runtime.line_names():
+        rt = sglang_runtime.Runtime(cache=tmp_path, progress=lambda message: None, line=line)
+        assert rt.venv.name == f"sglang-{rt.pin.version}"
+        assert rt.requirements.is_file(), rt.requirements
+        text = rt.requirements.read_text()
+        assert text.startswith(f"# SGLang {rt.pin.version}'s runtime dependencies")
+        assert "\nsglang==" not in text, "the sglang package comes from a variant overlay"
+        venvs.add(rt.venv)
+    assert len(venvs) == len(sglang_runtime.line_names()) >= 2

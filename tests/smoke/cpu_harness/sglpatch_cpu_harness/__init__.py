@@ -1,4 +1,4 @@
-"""sglpatch CPU harness: run the real SGLang 0.5.9 on a machine without a GPU. TEST-ONLY.
+"""sglpatch CPU harness: run the real SGLang (0.5.9; 0.5.23 too) on a machine without a GPU. TEST-ONLY.
 
 Never shipped, never imported by ``sglpatch`` or the overlay wheel. ``tests/sglang_runtime.py`` puts
 this directory on ``PYTHONPATH`` of every process a test starts (SGLang's spawned scheduler and
@@ -12,7 +12,12 @@ What it replaces -- kernels and hardware queries only:
 - ``torch.cuda.synchronize``: a no-op while no CUDA device exists (``set_embed_and_head`` calls it).
 - the CUDA-only EAGLE tree kernels ``build_tree_kernel_efficient`` / ``verify_tree_greedy``:
   reference implementations in ``tree_kernels.py``, bound where SGLang looks them up
-  (``eagle_utils.sgl_build_tree_kernel_efficient`` and ``eagle_utils.verify_tree_greedy_func``).
+  (0.5.9: ``eagle_utils.sgl_build_tree_kernel_efficient`` and ``eagle_utils.verify_tree_greedy_func``;
+  0.5.23: ``sgl_kernel.build_tree_kernel_efficient_cpu`` / ``verify_tree_greedy_cpu``).
+- 0.5.23 only (feature-detected): ``sgl_kernel``'s CPU speculative/KV ops, whose wrappers the CUDA
+  build of sgl-kernel exports without the ops behind them: references in ``cpu_ops.py``; and
+  ``eagle_utils.default_tree_mask_mode``, which picks the layout of the intel_amx CPU attention
+  kernel (QLEN_ONLY) on the CPU engine: the harness runs Triton attention, which reads FULL_MASK.
 - environment: :data:`ENV` (CPU engine, Triton interpreter, no cuDNN check).
 
 What it never touches: the code paths the patch series changes (the KimiK25 model class,
@@ -86,6 +91,25 @@ def _patch_torch(torch):
 def _patch_eagle_utils(eagle_utils):
     from . import tree_kernels
 
+    if hasattr(eagle_utils, "default_tree_mask_mode"):
+        # SGLang 0.5.23: eagle_utils.py:132 default_tree_mask_mode() answers QLEN_ONLY on the CPU
+        # engine (the layout of the intel_amx verify kernel, sgl-kernel's CPU build, AMX CPUs),
+        # FULL_MASK elsewhere. The harness runs attention_backend="triton", whose target-verify
+        # reads FULL_MASK rows (triton_backend.py: mask_indptr from n * (seq_len + n)); the tree
+        # kernels then go through sgl_kernel (spec_tree.py, bound by _patch_sgl_kernel), not
+        # through this module. Importers (eagle_worker_v2, verify_mask) copy the function after
+        # this hook has run, so they get this one.
+        mode = eagle_utils.TreeMaskMode.FULL_MASK
+        original_mode = eagle_utils.default_tree_mask_mode
+
+        def default_tree_mask_mode():
+            return mode
+
+        default_tree_mask_mode.__wrapped__ = original_mode
+        eagle_utils.default_tree_mask_mode = default_tree_mask_mode
+    if getattr(eagle_utils.verify_tree_greedy_func, "__module__", None) != eagle_utils.__name__:
+        return  # 0.5.23: the tree kernels live in sglang.kernels.ops.speculative.spec_tree
+
     # build_tree_kernel_efficient() calls this module global on every non-NPU device; on CPU
     # SGLang never imports it from sgl_kernel (NameError without the harness).
     eagle_utils.sgl_build_tree_kernel_efficient = tree_kernels.build_tree_kernel_efficient
@@ -107,6 +131,19 @@ def _patch_eagle_utils(eagle_utils):
     eagle_utils.verify_tree_greedy_func = verify_tree_greedy_func
 
 
+def _patch_sgl_kernel(sgl_kernel):
+    # SGLang 0.5.23's CPU engine calls sgl_kernel's CPU ops (KV slot writes on every extend/decode,
+    # the EAGLE tree, draft cache locations); the CUDA build of sgl-kernel that pip brings exports
+    # their Python wrappers but registers no op behind them (AttributeError on
+    # torch.ops.sgl_kernel.<name>_cpu). Bind references for exactly those (cpu_ops.install checks
+    # each one); sgl-kernel 0.3.21 (SGLang 0.5.9) has none of these names and is left as it is.
+    import torch
+
+    from . import cpu_ops
+
+    cpu_ops.install(sgl_kernel, torch)
+
+
 def activate() -> None:
     """Install the harness in this process. Idempotent; call before torch/SGLang are imported."""
     global _activated
@@ -123,6 +160,7 @@ def activate() -> None:
         raise RuntimeError("CPU harness activated after torch/sglang were imported")
     sys.meta_path.insert(0, _AfterImport({
         "torch": _patch_torch,
+        "sgl_kernel": _patch_sgl_kernel,  # 0.5.23's CPU ops (no-op for 0.5.9's sgl-kernel)
         "sglang.srt.speculative.eagle_utils": _patch_eagle_utils,
     }))
     _activated = True

@@ -3,11 +3,14 @@
 Active when ``SGLPATCH_OBSERVE=<file>`` is set (CPU and GPU alike). It wraps, without changing what
 they do, three ModelRunner/CudaGraphRunner methods and records the model's ``layers_to_capture``:
 
-- ``device_graphs``: when ``ModelRunner.init_device_graphs`` starts, i.e. what device graphs would
-  be captured with (recorded on CPU too, where no graph is then captured);
-- ``graph_capture``: when ``CudaGraphRunner.capture`` starts, i.e. what every CUDA graph replay
-  feeds the draft (GPU only);
-- ``initialized``: when ``ModelRunner.initialize`` returns, i.e. what eager forwards use.
+- ``device_graphs``: when ``ModelRunner.init_device_graphs`` (0.5.23: ``init_cuda_graphs``) starts,
+  i.e. what device graphs would be captured with (recorded on CPU too, where no graph is then
+  captured);
+- ``graph_capture``: when ``CudaGraphRunner.capture`` (0.5.23:
+  ``runner/decode_cuda_graph_runner.DecodeCudaGraphRunner.capture``) starts, i.e. what every CUDA
+  graph replay feeds the draft (GPU only);
+- ``initialized``: when ``ModelRunner.initialize`` returns (0.5.23: when ``init_cuda_graphs``
+  returns, the last step of a runner's set-up there), i.e. what eager forwards use.
 
 One JSON object per line is appended to the file:
 ``{"event", "pid", "is_draft", "model", "layers_to_capture"}``.
@@ -49,7 +52,15 @@ def _record(event: str, model_runner) -> None:
 def _wrap_model_runner(module):
     cls = module.ModelRunner
     original_initialize = cls.initialize
-    original_init_device_graphs = cls.init_device_graphs
+    # 0.5.9: initialize() builds everything and calls init_device_graphs() last.
+    # 0.5.23: initialize() only loads the model; the scheduler then calls init_attention_backends()
+    # (which sets the capture layers, attention_backend_setup.py:39-61) and init_cuda_graphs()
+    # (model_runner.py:1170, the renamed init_device_graphs) on every runner (scheduler.py:1113-1126).
+    # There the runner is ready for eager forwards only when init_cuda_graphs() returns, so that is
+    # when "initialized" is recorded.
+    split_init = not hasattr(cls, "init_device_graphs")
+    graphs_name = "init_cuda_graphs" if split_init else "init_device_graphs"
+    original_init_device_graphs = getattr(cls, graphs_name)
 
     @functools.wraps(original_initialize)
     def initialize(self, *args, **kwargs):
@@ -60,14 +71,20 @@ def _wrap_model_runner(module):
     @functools.wraps(original_init_device_graphs)
     def init_device_graphs(self, *args, **kwargs):
         _record("device_graphs", self)
-        return original_init_device_graphs(self, *args, **kwargs)
+        result = original_init_device_graphs(self, *args, **kwargs)
+        if split_init:
+            _record("initialized", self)
+        return result
 
-    cls.initialize = initialize
-    cls.init_device_graphs = init_device_graphs
+    if not split_init:
+        cls.initialize = initialize
+    setattr(cls, graphs_name, init_device_graphs)
 
 
 def _wrap_cuda_graph_runner(module):
-    cls = module.CudaGraphRunner
+    # 0.5.9: cuda_graph_runner.CudaGraphRunner; 0.5.23: runner/decode_cuda_graph_runner.py:251
+    # DecodeCudaGraphRunner (the decode graphs, which the draft's aux states come from).
+    cls = getattr(module, "CudaGraphRunner", None) or module.DecodeCudaGraphRunner
     original = cls.capture
 
     @functools.wraps(original)
@@ -83,7 +100,8 @@ def activate() -> None:
         raise RuntimeError("observer activated after sglang was imported")
     sys.meta_path.insert(0, _AfterImport({
         "sglang.srt.model_executor.model_runner": _wrap_model_runner,
-        "sglang.srt.model_executor.cuda_graph_runner": _wrap_cuda_graph_runner,
+        "sglang.srt.model_executor.cuda_graph_runner": _wrap_cuda_graph_runner,  # 0.5.9
+        "sglang.srt.model_executor.runner.decode_cuda_graph_runner": _wrap_cuda_graph_runner,  # 0.5.23
     }))
 
 
