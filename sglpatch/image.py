@@ -7,7 +7,8 @@ image (upstream's `<tag>-cu130`), the overlay wheel's file name, the image tag
 
 The build context is a fresh temporary directory holding exactly the overlay wheels (one per
 pinned upstream wheel: one py3-none-any wheel, or one per CPython for a platform-wheel release);
-the Dockerfile lets pip pick the one for the base image's Python and takes nothing else. The command runs as an argument list, never through a shell.
+the Dockerfile lets pip pick the one for the base image's Python and takes nothing else. The
+command runs as an argument list, never through a shell.
 """
 
 from __future__ import annotations
@@ -84,10 +85,6 @@ class ImagePlan:
         """The line's dist/ as the repository names it: ``dist`` or ``lines/<name>/dist``."""
         return str((self.root / DIST).relative_to(self.repo_root))
 
-    @property
-    def build_command(self) -> str:
-        line = line_of(self.root)
-        return "python build.py" + ("" if line.is_production else f" --line {line.name}")
 
     def argv(self, context: str = CONTEXT_PLACEHOLDER) -> list[str]:
         argv = ["docker", "buildx", "build", "--file", str(DOCKERFILE), "--platform", PLATFORM,
@@ -509,7 +506,7 @@ def format_command(argv: list[str]) -> str:
 
 
 def dry_run_text(image_plan: ImagePlan) -> str:
-    files = "\n".join(f"  {name}  (from {image_plan.dist}/{name}, built by `{image_plan.build_command}`)"
+    files = "\n".join(f"  {name}  (from {image_plan.dist}/{name}, built by `{line_of(image_plan.root).command()}`)"
                       for name in image_plan.context_files)
     return (f"# build context: a fresh temporary directory ({CONTEXT_PLACEHOLDER}) holding exactly\n"
             f"{files}\n"

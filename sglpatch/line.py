@@ -47,6 +47,10 @@ class Line:
         """How changelog entries and reports name the line."""
         return f"{self.name} line"
 
+    def command(self, *words: str) -> str:
+        """How a maintainer runs a build.py command on this line."""
+        return " ".join(["python build.py", *([] if self.is_production else ["--line", self.name]), *words])
+
 
 def line_dir(repo: Path, name: str) -> Path:
     return repo if name == PRODUCTION else repo / LINES_DIR / name

@@ -312,13 +312,8 @@ def _report(root: Path, state: State, conflict: Verdict | None = None) -> dict:
         data["patches"].append(asdict(conflict))
         data["stopped"] = {"patch": conflict.name, "files": conflict.files,
                            "work_tree": str(PatchQueue(root).path),
-                           "command": _command(line, "rebase")}
+                           "command": line.command("rebase")}
     return data
-
-
-def _command(line: Line, *words: str) -> str:
-    """How the maintainer runs a build.py command on this line."""
-    return " ".join(["python build.py", *([] if line.is_production else ["--line", line.name]), *words])
 
 
 # ---------------------------------------------------------------- backups

@@ -694,7 +694,7 @@ def _flashinfer_overlay(runtime, version: str) -> Path:
     Only what pip says is missing or too old next to the runtime is installed, into the overlay
     (`--ignore-installed`), so the shared runtime venv is never modified.
     """
-    home = cache_dir() / "image" / f"flashinfer-{version}-overlay"
+    home = cache_dir() / "image" / f"flashinfer-{version}-overlay-sglang-{runtime.sglang_version}"
     python = home / "bin" / "python"
     stamp = home / ".complete"
     if stamp.is_file() and stamp.read_text() == str(runtime.venv):
@@ -714,6 +714,7 @@ def _flashinfer_overlay(runtime, version: str) -> Path:
     return python
 
 
+@pytest.mark.lines("production")  # the Dockerfile's default is production's compatibility pin
 def test_dockerfile_flashinfer_check_passes_with_the_pin_and_fails_with_the_released(runtime, tmp_path):
     """Run the Dockerfile's build-time check next to SGLang 0.5.9's real dependencies (CPU only)."""
     chosen = image.dockerfile_arg_defaults(DOCKERFILE.read_text())["FLASHINFER_VERSION"]
@@ -740,6 +741,22 @@ def test_dockerfile_flashinfer_check_passes_with_the_pin_and_fails_with_the_rele
 
 
 # ---------------------------------------------------------------- the latest line
+
+@pytest.mark.lines("latest")
+def test_the_flashinfer_the_latest_release_ships_passes_the_dockerfile_check(runtime, tmp_path):
+    """The Dockerfile's build-time FlashInfer check, with the line's [image] flashinfer, next to
+    that release's real dependencies: the FlashInfer SGLang 0.5.23 requires needs no
+    compatibility pin to build allreduce fusion for sm_120."""
+    chosen = runtime.pin.image_flashinfer
+    installed = subprocess.run([str(runtime.python), "-c", "import importlib.metadata as m; "
+                                "print(m.version('flashinfer-python'))"], capture_output=True, text=True)
+    assert installed.stdout.strip() == chosen, "the runtime pins the FlashInfer the release requires"
+    program, env = _dockerfile_flashinfer_check(chosen)
+    ok = subprocess.run([str(runtime.python), "-c", program], capture_output=True, text=True,
+                        env={**os.environ, **env, "FLASHINFER_WORKSPACE_BASE": str(tmp_path / "fi")})
+    assert ok.returncode == 0, ok.stderr[-3000:]
+    assert f"flashinfer {chosen} trtllm_comm targets sm_120: ok" in ok.stdout
+
 
 def test_the_latest_line_builds_the_same_dockerfile_on_its_own_base_and_flashinfer():
     """`--line latest image`: upstream's cu130 image of that release, the FlashInfer that release
