@@ -7,6 +7,7 @@ once, several minutes cold); ``pytest -m "not slow"`` runs the fast set alone.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import sys
 from pathlib import Path
@@ -39,22 +40,30 @@ def pytest_configure(config):
                                        "on the lines whose series carries it (absent=True: lacks it)")
 
 
-def _line_applies(item, line: str) -> bool:
-    from packaging.specifiers import SpecifierSet
+@functools.cache
+def _line_facts(line: str) -> tuple[str, tuple[str, ...]]:
+    """A line's SGLang version and patch names, read once per session."""
     from sglpatch.line import find_line
     from sglpatch.pin import read_pin
     from sglpatch.series import read_series_names
 
     root = find_line(sglang_runtime.REPO_ROOT, line).root
+    return read_pin(root).version, tuple(read_series_names(root))
+
+
+def _line_applies(item, line: str) -> bool:
+    from packaging.specifiers import SpecifierSet
+
+    version, patches = _line_facts(line)
     lines = item.get_closest_marker("lines")
     if lines and line not in lines.args:
         return False
     release = item.get_closest_marker("sglang")
-    if release and read_pin(root).version not in SpecifierSet(release.args[0]):
+    if release and version not in SpecifierSet(release.args[0]):
         return False
     patch = item.get_closest_marker("patch")
     if patch:
-        carried = any(name.startswith(f"{patch.args[0]}-") for name in read_series_names(root))
+        carried = any(name.startswith(f"{patch.args[0]}-") for name in patches)
         return carried != patch.kwargs.get("absent", False)
     return True
 
