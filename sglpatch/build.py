@@ -112,6 +112,9 @@ def build(root: Path) -> BuildResult:
         raise UserError(f"upstream.toml pins no wheel of SGLang {pin.version}",
                         "add [upstream.artifacts.wheel] (a rebase writes it)")
     fingerprint = series.fingerprint()
+    touched = series.touched_files()
+    patches = [{"name": p.name, "subject": p.subject, "upstream_status": p.upstream_status}
+               for p in series.patches]
     overlays = []
     for artifact in pin.wheels:
         upstream_wheel = source.release_artifact(pin.version, artifact.kind, pin)
@@ -120,11 +123,10 @@ def build(root: Path) -> BuildResult:
         provenance = {
             "upstream": {"version": pin.version, "commit": pin.commit, "wheel": upstream_wheel.name},
             "series_fingerprint": fingerprint,
-            "patches": [{"name": p.name, "subject": p.subject, "upstream_status": p.upstream_status}
-                        for p in series.patches],
+            "patches": patches,
         }
-        overlays.append(build_overlay(upstream_wheel, queue.path, series.touched_files(),
-                                      pin.local_version, root / DIST, provenance))
+        overlays.append(build_overlay(upstream_wheel, queue.path, touched, pin.local_version,
+                                      root / DIST, provenance))
     primary = overlays[0]
     return BuildResult(pin, base, series.names, queue.path, primary.path, primary.sha256,
                        fingerprint, list(primary.replaced), [(o.path, o.sha256) for o in overlays])

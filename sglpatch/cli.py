@@ -92,7 +92,7 @@ def cmd_lines(args) -> int:
         line = add_line(args.repo_root, args.add, args.source)
         emit(args, {"added": line.name, "directory": str(line.root)},
              f"added line {line.name} in {line.root.relative_to(args.repo_root)}: a copy of the "
-             f"{args.source} line; move it with `python build.py --line {line.name} rebase --onto VERSION`")
+             f"{args.source} line; move it with `{line.command('rebase', '--onto', 'VERSION')}`")
         return 0
     rows = []
     for line in all_lines(args.repo_root):

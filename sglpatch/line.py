@@ -93,8 +93,9 @@ def validate_name(name: str) -> None:
 
 
 def add_line(repo: Path, name: str, source: str = PRODUCTION) -> Line:
-    """Start line ``name`` as a copy of line ``source``'s pin and series (same release and
-    patches), ready for ``rebase --onto``. The new line's series release starts again at 1."""
+    """Start line ``name`` as a copy of line ``source``'s pin and series (same release, patches
+    and series release), ready for ``rebase --onto``, which moves the pin and restarts the series
+    release at 1."""
     validate_name(name)
     origin = find_line(repo, source)
     target = line_dir(repo, name)
