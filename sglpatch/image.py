@@ -14,8 +14,6 @@ command runs as an argument list, never through a shell.
 from __future__ import annotations
 
 import collections
-import contextlib
-import fcntl
 import json
 import os
 import re
@@ -34,6 +32,7 @@ from packaging.version import InvalidVersion, Version
 
 from .errors import UserError
 from .line import line_of
+from .lock import line_lock
 from .pin import Pin, read_pin
 
 DOCKERFILE = Path("docker") / "Dockerfile"
@@ -456,28 +455,9 @@ def require_docker() -> Builder:
     return builder
 
 
-@contextlib.contextmanager
 def image_lock(root: Path):
-    """One `image` run per checkout at a time: two would rewrite the same dist/ and build/src."""
-    path = Path(root) / "build" / "image.lock"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+") as fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            fh.seek(0)
-            holder = fh.read().strip() or "?"
-            raise UserError(f"another `build.py image` is running in this checkout (pid {holder})",
-                            "wait for it to finish, then rerun") from None
-        fh.seek(0)
-        fh.truncate()
-        fh.write(str(os.getpid()))
-        fh.flush()
-        try:
-            yield
-        finally:
-            fh.truncate(0)
-            fcntl.flock(fh, fcntl.LOCK_UN)
+    """One writer per line: `image` rewrites the same dist/ and build/src as the build."""
+    return line_lock(root, "`build.py image`")
 
 
 def ensure_wheels(root: Path) -> list[Path]:
