@@ -8,16 +8,19 @@ obsolete: ``check:<name>`` - a named check passes on the pristine upstream tree 
 
 from __future__ import annotations
 
+import email.errors
 import email.header
 import hashlib
 import re
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
 from .errors import UserError
+from .pin import decode_utf8, validate_version
 
 PATCH_DIR = "patches"
 SERIES_FILE = "series"
@@ -34,7 +37,8 @@ class DropCondition:
         return f"check:{self.value}" if self.kind == "check" else f"upstream>={self.value}"
 
     def holds_for_version(self, version: str) -> bool:
-        return self.kind == "upstream" and Version(version) >= Version(self.value)
+        """Whether ``version`` meets an ``upstream>=`` condition, compared as PEP 440."""
+        return self.kind == "upstream" and validate_version(version) >= validate_version(self.value)
 
 
 @dataclass(frozen=True)
@@ -88,28 +92,76 @@ def series_path(root: Path) -> Path:
     return root / PATCH_DIR / SERIES_FILE
 
 
+# ---------------------------------------------------------------- the series file
+
+@dataclass(frozen=True)
+class SeriesLine:
+    """One line of the series file, kept verbatim when the series is rewritten."""
+
+    text: str
+    name: str | None = None  # the patch it lists; None: a comment, a blank or a parked (#) entry
+
+
+_NAME_CHARS = re.compile(r"[A-Za-z0-9._+~-]+")
+# What a listed name must not be, as (test, what is wrong). Quilt and git take more (any bytes but
+# "/" and NUL), but names like `git format-patch`'s (0001-subject-words.patch) are what real series
+# use, and they survive every tool, shell and file system on the way.
+_NAME_RULES: tuple[tuple[Callable[[str], bool], str], ...] = (
+    (lambda n: "/" in n or "\\" in n, f"is a path, not a file name in {PATCH_DIR}/"),
+    (lambda n: n.startswith((".", "-")), "starts with '.' or '-'"),
+    (lambda n: ".." in n, "contains '..'"),
+    (lambda n: not _NAME_CHARS.fullmatch(n), "has characters other than letters, digits and . _ + ~ -"),
+    (lambda n: not n.endswith((".patch", ".diff")), "does not end in .patch or .diff"),
+)
+_NAME_HINT = "name patches as `git format-patch` does, e.g. 0005-short-description.patch"
+
+
+def name_problem(name: str) -> str | None:
+    """What makes ``name`` unfit to list in the series, or None."""
+    return next((what for test, what in _NAME_RULES if test(name)), None)
+
+
+def _entry(text: str, where: str) -> str | None:
+    """The patch name a series line lists (quilt syntax: NAME [-p1] [# comment]), or None."""
+    fields = [f for f in re.split(r"[ \t]+", text) if f]
+    comment = next((i for i, f in enumerate(fields) if f.startswith("#")), len(fields))
+    if not comment:
+        return None
+    name, *options = fields[:comment]
+    if problem := name_problem(name):
+        raise UserError(f"{where}: {name!r} {problem}", _NAME_HINT)
+    if options and options != ["-p1"]:
+        raise UserError(f"{where}: unsupported options '{' '.join(options)}' for {name}",
+                        "patches apply with -p1; remove the options")
+    return name
+
+
+def read_series_lines(path: Path) -> list[SeriesLine]:
+    """Every line of the series file at ``path``, validated: UTF-8 with LF line ends, quilt syntax,
+    patch names, no name twice. Errors name the file and line."""
+    text = decode_utf8(path.read_bytes(), path, "save the series file as UTF-8")
+    if "\r\n" in text:
+        raise UserError(f"{path} has CRLF line endings", "convert with `dos2unix` or re-export")
+    lines: list[SeriesLine] = []
+    seen: dict[str, int] = {}  # casefolded: on macOS, A.patch and a.patch are one file
+    for number, raw in enumerate(text.removesuffix("\n").split("\n") if text else [], 1):
+        name = _entry(raw, f"{path}:{number}")
+        if name and name.casefold() in seen:
+            raise UserError(f"{path}:{number}: '{name}' is listed twice (also on line "
+                            f"{seen[name.casefold()]})", "remove the duplicate line")
+        if name:
+            seen[name.casefold()] = number
+        lines.append(SeriesLine(raw, name))
+    return lines
+
+
 def read_series_names(root: Path) -> list[str]:
     """The patch names listed in the series file, validated for form and duplicates."""
     path = series_path(root)
     if not path.is_file():
         raise UserError(f"no series file at {path}",
                         "create it: one patch file name per line, `#` for comments")
-    names: list[str] = []
-    for number, raw in enumerate(path.read_text().splitlines(), 1):
-        line = raw.split("#", 1)[0].strip()
-        if not line:
-            continue
-        name, *options = line.split()
-        if options and options != ["-p1"]:
-            raise UserError(f"{path}:{number}: unsupported options '{' '.join(options)}' for {name}",
-                            "patches apply with -p1; remove the options")
-        if "/" in name or name.startswith("."):
-            raise UserError(f"{path}:{number}: '{name}' is not a file name in {PATCH_DIR}/",
-                            "list bare patch file names")
-        if name in names:
-            raise UserError(f"{path}:{number}: '{name}' is listed twice", "remove the duplicate line")
-        names.append(name)
-    return names
+    return [line.name for line in read_series_lines(path) if line.name]
 
 
 def read_series(root: Path, *, warn=None) -> Series:
@@ -135,10 +187,23 @@ def _warn(message: str) -> None:
     print(message, file=sys.stderr)
 
 
+def _read_patch(path: Path) -> str:
+    """A patch file's text. Its mail header and message (everything before the first diff) must
+    be UTF-8 with LF line ends, as `git am` reads them; the diff may carry any bytes (lines of a
+    file that is not UTF-8), which only show replaced here."""
+    data = path.read_bytes()
+    head, sep, diff = data.partition(b"\ndiff --git ")
+    if b"\r\n" in head or re.search(rb"(?m)^diff --git [^\n]*\r$", data):
+        raise UserError(f"{path} has CRLF line endings", "convert with `dos2unix` or re-export")
+    message = decode_utf8(head, path, "git am reads the header and message as UTF-8: fix the "
+                                      "encoding or re-export the patch")
+    return message + sep.decode() + diff.decode("utf-8", errors="replace")
+
+
 def parse_patch(path: Path) -> PatchEntry:
-    text = path.read_text(errors="replace")
+    text = _read_patch(path)
     header, sep, rest = text.partition("\n\n")
-    subject_lines = _header_value(header, "Subject")
+    subject_lines = _header_value(header, "Subject", path)
     if not sep or subject_lines is None or not text.startswith("From "):
         raise UserError(f"{path} is not a git format-patch file (no mail header with a Subject)",
                         "recreate it with `python build.py new` or `git format-patch`")
@@ -159,7 +224,7 @@ def parse_patch(path: Path) -> PatchEntry:
     )
 
 
-def _header_value(header: str, key: str) -> str | None:
+def _header_value(header: str, key: str, path: Path) -> str | None:
     lines = header.splitlines()
     for i, line in enumerate(lines):
         if line.startswith(f"{key}: "):
@@ -168,9 +233,12 @@ def _header_value(header: str, key: str) -> str | None:
                 if not cont.startswith((" ", "\t")):
                     break
                 value += cont
-            decoded = email.header.decode_header(value)
-            return "".join(part.decode(enc or "utf-8") if isinstance(part, bytes) else part
-                           for part, enc in decoded).strip()
+            try:
+                return "".join(part.decode(enc or "utf-8") if isinstance(part, bytes) else part
+                               for part, enc in email.header.decode_header(value)).strip()
+            except (ValueError, LookupError, email.errors.HeaderParseError) as exc:
+                raise UserError(f"{path}: the {key}: header cannot be decoded ({exc})",
+                                "re-export the patch with `git format-patch`") from None
     return None
 
 
@@ -217,14 +285,43 @@ def trailer_problems(patch: PatchEntry) -> list[str]:
     return problems
 
 
-def write_series(root: Path, names: list[str]) -> None:
-    """Rewrite the series file with ``names``, keeping its comment lines at the top."""
+def render_series(root: Path, names: list[str]) -> str:
+    """The series file listing ``names`` in order, everything else kept: a listed name keeps its
+    line (options, trailing comment) in the new order; an unlisted one loses its line; a new one
+    goes right after the name before it (the first: after the header comments). Comments, blank
+    lines and parked (commented-out) entries stay in place."""
     path = series_path(root)
-    header = []
-    if path.exists():
-        for line in path.read_text().splitlines():
-            if line.strip() and not line.lstrip().startswith("#"):
-                break
-            header.append(line)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(header + names) + "\n")
+    old = read_series_lines(path) if path.exists() else []
+    _check_names(names, path)
+    lines = _keep_listed(old, names)
+    header_end = next((i for i, line in enumerate(old) if line.name), len(old))
+    listed = {line.name for line in old if line.name}
+    for i, name in enumerate(names):
+        if name not in listed:
+            at = header_end if i == 0 else [line.name for line in lines].index(names[i - 1]) + 1
+            lines.insert(at, SeriesLine(name, name))
+    return "".join(f"{line.text}\n" for line in lines)
+
+
+def _check_names(names: list[str], path: Path) -> None:
+    for i, name in enumerate(names):
+        if problem := name_problem(name):
+            raise UserError(f"cannot list {name!r} in {path}: it {problem}", _NAME_HINT)
+        if name.casefold() in (n.casefold() for n in names[:i]):
+            raise UserError(f"cannot list '{name}' twice in {path}", "list each patch once")
+
+
+def _keep_listed(old: list[SeriesLine], names: list[str]) -> list[SeriesLine]:
+    """``old`` without the entries ``names`` drops; the kept entries' places filled in ``names``'
+    order, each with its own line."""
+    line_of = {line.name: line for line in old if line.name}
+    kept = iter([name for name in names if name in line_of])
+    return [line if line.name is None else line_of[next(kept)]
+            for line in old if line.name is None or line.name in names]
+
+
+def write_series(root: Path, names: list[str]) -> None:
+    """Rewrite the series file with ``names`` (render_series: comments and options kept)."""
+    text = render_series(root, names)
+    series_path(root).parent.mkdir(parents=True, exist_ok=True)
+    series_path(root).write_text(text, encoding="utf-8")

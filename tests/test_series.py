@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
-from helpers import assert_one_line_error, make_project, make_upstream, message, patch_text, run_cli
+from helpers import REPO_ROOT, assert_one_line_error, make_project, make_upstream, message, patch_text, run_cli
 from sglpatch.errors import UserError
-from sglpatch.series import parse_drop_when, read_series, trailer_problems, write_series
+from sglpatch.series import (DropCondition, parse_drop_when, parse_patch, read_series, read_series_lines,
+                             read_series_names, render_series, trailer_problems, write_series)
+
+try:
+    from hypothesis import given, settings, strategies as st
+except ImportError:  # not in requirements-dev.txt: the seeded random cases below still run
+    given = None
 
 KIMI = "python/sglang/srt/models/kimi_k25.py"
 
@@ -96,3 +104,233 @@ def test_write_series_keeps_the_header_comment(tmp_path):
     (tmp_path / "patches" / "series").write_text("# Our series\n# second line\n\na.patch\n")
     write_series(tmp_path, ["a.patch", "b.patch"])
     assert (tmp_path / "patches" / "series").read_text() == "# Our series\n# second line\n\na.patch\nb.patch\n"
+
+
+# ---------------------------------------------------------------- the series file's syntax
+
+def series_error(root, text: str | bytes) -> str:
+    path = root / "patches" / "series"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(text if isinstance(text, bytes) else text.encode())
+    with pytest.raises(UserError) as caught:
+        read_series_names(root)
+    assert "\n" not in str(caught.value)
+    return str(caught.value)
+
+
+# (the listed line, what the error says, its valid twin)
+BAD_ENTRIES = [
+    ("sub/0002-b.patch", "'sub/0002-b.patch' is a path, not a file name in patches/", "0002-b.patch"),
+    (".0002-b.patch", "'.0002-b.patch' starts with '.' or '-'", "0002-b.patch"),
+    ("-0002-b.patch", "'-0002-b.patch' starts with '.' or '-'", "0002-b.patch"),
+    ("0002-b..c.patch", "'0002-b..c.patch' contains '..'", "0002-b.c.patch"),
+    ("0002-b\x0cc.patch", "'0002-b\\x0cc.patch' has characters other than", "0002-b_c.patch"),
+    ("0002-b\u00a0c.patch", "'0002-b\\xa0c.patch' has characters other than", "0002-b+c~1.patch"),
+    ("0002-b.patch#why", "'0002-b.patch#why' has characters other than", "0002-b.patch  # why"),
+    ("0002-b.txt", "'0002-b.txt' does not end in .patch or .diff", "0002-b.diff"),
+    ("0002-b.patch -p0", "unsupported options '-p0' for 0002-b.patch", "0002-b.patch -p1"),
+    ("0002-b.patch -p1 -R", "unsupported options '-p1 -R'", "0002-b.patch\t-p1\t# reversed? no"),
+    ("0001-A.patch", "'0001-A.patch' is listed twice (also on line 2)", "#0001-a.patch"),
+]
+
+
+@pytest.mark.parametrize("line, error, twin", BAD_ENTRIES)
+def test_series_lines_are_validated_with_file_and_line(tmp_path, line, error, twin):
+    header = "# header\n0001-a.patch\n"
+    message = series_error(tmp_path, header + line + "\n")
+    assert message.startswith(f"{tmp_path / 'patches' / 'series'}:3: {error}"), message
+    (tmp_path / "patches" / "series").write_text(header + twin + "\n")
+    assert read_series_names(tmp_path)[0] == "0001-a.patch"
+
+
+def test_series_invalid_utf8_names_the_line(tmp_path):
+    message = series_error(tmp_path, b"# header\n0001-a.patch\n# caf\xe9\n")
+    assert message == (f"{tmp_path / 'patches' / 'series'}:3: not valid UTF-8 (byte 0xe9): "
+                       "save the series file as UTF-8")
+    (tmp_path / "patches" / "series").write_text("# header\n0001-a.patch\n# café\n")
+    assert read_series_names(tmp_path) == ["0001-a.patch"]
+
+
+def test_series_with_crlf_line_endings(tmp_path):
+    message = series_error(tmp_path, "# header\r\n0001-a.patch\r\n")
+    assert message.endswith("series has CRLF line endings: convert with `dos2unix` or re-export")
+
+
+def test_series_errors_reach_the_user_as_one_line(tmp_path):
+    root = make_project(tmp_path / "p", {}, ["0001-a.patch", "../0002-b.patch"])
+    assert_one_line_error(run_cli(root, "lines"), "series:3: '../0002-b.patch' is a path")
+
+
+@pytest.mark.parametrize("line", [".", "lines/latest"])
+def test_the_real_series_validate(line):
+    root = REPO_ROOT / line
+    series = read_series(root, warn=pytest.fail)
+    assert series.names and all(p.subject and p.files for p in series.patches)
+    assert render_series(root, series.names) == (root / "patches" / "series").read_text()
+
+
+# ---------------------------------------------------------------- patch files' bytes
+
+def test_non_utf8_bytes_in_the_diff_are_kept(tmp_path, good_patch):
+    data = good_patch.encode().replace(b"+    pass", b"+    pass  # caf\xe9", 1)
+    (tmp_path / "0001-a.patch").write_bytes(data)
+    patch = parse_patch(tmp_path / "0001-a.patch")
+    assert patch.subject == "kimi: pass" and patch.files == (KIMI,)
+
+
+def test_non_utf8_message_is_refused_with_the_line(tmp_path, good_patch):
+    data = good_patch.encode().replace(b"Why this change exists.", b"Why this change exists\xff.", 1)
+    line = data[:data.index(b"\xff")].count(b"\n") + 1
+    (tmp_path / "0001-a.patch").write_bytes(data)
+    with pytest.raises(UserError, match=rf"0001-a.patch:{line}: not valid UTF-8 \(byte 0xff\): git am reads"):
+        parse_patch(tmp_path / "0001-a.patch")
+
+
+def test_undecodable_subject_is_one_error(tmp_path, good_patch):
+    bad = good_patch.replace("Subject: [PATCH] kimi: pass", "Subject: =?utf-8?b?/w==?=", 1)
+    assert bad != good_patch
+    (tmp_path / "0001-a.patch").write_text(bad)
+    with pytest.raises(UserError, match="0001-a.patch: the Subject: header cannot be decoded"):
+        parse_patch(tmp_path / "0001-a.patch")
+    (tmp_path / "0001-a.patch").write_text(good_patch.replace("[PATCH] kimi: pass", "=?utf-8?q?kimi:_p=C3=A4ss?=", 1))
+    assert parse_patch(tmp_path / "0001-a.patch").subject == "kimi: päss"
+
+
+def test_crlf_patch_file_is_named_as_such(tmp_path, good_patch):
+    root = make_project(tmp_path / "p", {"0001-a.patch": good_patch})
+    (root / "patches" / "0001-a.patch").write_bytes(good_patch.replace("\n", "\r\n").encode())
+    assert_one_line_error(run_cli(root, "build"),
+                          "patches/0001-a.patch has CRLF line endings: convert with `dos2unix` or re-export")
+
+
+def test_crlf_lines_inside_the_diff_are_a_crlf_file_changed(tmp_path, good_patch):
+    (tmp_path / "0001-a.patch").write_bytes(good_patch.replace("+    pass\n", "+    pass\r\n", 1).encode())
+    assert parse_patch(tmp_path / "0001-a.patch").files == (KIMI,)
+
+
+# ---------------------------------------------------------------- versions
+
+def test_drop_when_compares_versions_as_pep440():
+    condition = DropCondition("upstream", "0.5.12")
+    assert condition.holds_for_version("0.5.12.0") and condition.holds_for_version("0.5.13")
+    assert not condition.holds_for_version("0.5.12rc1")
+    assert DropCondition("upstream", "0.5.12.0").holds_for_version("0.5.12")
+    with pytest.raises(UserError, match="'main' is not a PEP 440 version"):
+        condition.holds_for_version("main")
+
+
+# ---------------------------------------------------------------- rewriting the series
+
+SERIES = """\
+# Our series
+# second line
+
+# 0000-parked-at-the-top.patch
+0001-a.patch -p1  # why a
+#0002-parked.patch
+0003-c.patch
+
+# about d
+0004-d.patch
+# trailing comment
+"""
+
+
+def rendered(tmp_path, text: str, names: list[str]) -> str:
+    (tmp_path / "patches").mkdir(exist_ok=True)
+    (tmp_path / "patches" / "series").write_text(text)
+    return render_series(tmp_path, names)
+
+
+@pytest.mark.parametrize("names, expected", [
+    (["0001-a.patch", "0003-c.patch", "0004-d.patch"], SERIES),
+    (["0001-a.patch", "0004-d.patch"], SERIES.replace("0003-c.patch\n", "")),
+    (["0001-a.patch", "0003-c.patch", "0005-e.patch", "0004-d.patch"],
+     SERIES.replace("0003-c.patch\n", "0003-c.patch\n0005-e.patch\n")),
+    (["0005-e.patch", "0001-a.patch", "0003-c.patch", "0004-d.patch"],
+     SERIES.replace("0001-a.patch", "0005-e.patch\n0001-a.patch")),
+    (["0003-c.patch", "0001-a.patch"],  # reordered, d dropped: the entries swap places
+     "# Our series\n# second line\n\n# 0000-parked-at-the-top.patch\n0003-c.patch\n#0002-parked.patch\n"
+     "0001-a.patch -p1  # why a\n\n# about d\n# trailing comment\n"),
+    ([], "# Our series\n# second line\n\n# 0000-parked-at-the-top.patch\n#0002-parked.patch\n\n# about d\n"
+         "# trailing comment\n"),
+])
+def test_render_series_keeps_comments_options_and_parked_entries(tmp_path, names, expected):
+    text = rendered(tmp_path, SERIES, names)
+    assert text == expected
+    (tmp_path / "patches" / "series").write_text(text)
+    assert read_series_names(tmp_path) == names
+
+
+def test_render_series_refuses_names_it_could_not_read_back(tmp_path):
+    with pytest.raises(UserError, match="cannot list 'x/0005.patch' .*: it is a path"):
+        rendered(tmp_path, SERIES, ["0001-a.patch", "x/0005.patch"])
+    with pytest.raises(UserError, match="cannot list '0001-a.patch' twice"):
+        rendered(tmp_path, SERIES, ["0001-a.patch", "0001-a.patch"])
+
+
+def test_write_series_without_a_series_file(tmp_path):
+    write_series(tmp_path, ["0001-a.patch", "0002-b.patch"])
+    assert (tmp_path / "patches" / "series").read_text() == "0001-a.patch\n0002-b.patch\n"
+
+
+# Property: whatever the file and the new names, the file lists exactly the new names, and every
+# comment, blank line, parked entry and kept entry's own line survives, in its order.
+
+SKELETON = ["", "# a comment", "#0090-parked.patch", "# 0091-parked.patch -p1", "  # indented", "\t"]
+ENTRY_FORMS = ["{}", "{} -p1", "{}  # why", "{}\t-p1\t# why", "  {}"]
+
+
+def check_render_property(tmp_path, old_lines: list[str], names: list[str]) -> None:
+    text = "".join(f"{line}\n" for line in old_lines)
+    old = read_series_lines_of(tmp_path, text)
+    new = read_series_lines_of(tmp_path, rendered(tmp_path, text, names))
+    assert [line.name for line in new if line.name] == names
+    assert [line.text for line in new if not line.name] == [line.text for line in old if not line.name]
+    old_text = {line.name: line.text for line in old if line.name}
+    assert all(line.text == old_text[line.name] for line in new if line.name in old_text)
+    header = next((i for i, line in enumerate(old) if line.name), len(old))
+    assert [line.text for line in new[:header]] == [line.text for line in old[:header]]
+    assert rendered(tmp_path, text, [line.name for line in old if line.name]) == text
+
+
+def read_series_lines_of(tmp_path, text: str):
+    (tmp_path / "patches").mkdir(exist_ok=True)
+    (tmp_path / "patches" / "series").write_text(text)
+    return read_series_lines(tmp_path / "patches" / "series")
+
+
+def random_case(rng: random.Random) -> tuple[list[str], list[str]]:
+    listed = [f"{i:04d}-p{i}.patch" for i in rng.sample(range(40), rng.randint(0, 8))]
+    lines = [rng.choice(ENTRY_FORMS).format(n) for n in listed]
+    lines += [rng.choice(SKELETON) for _ in range(rng.randint(0, 8))]
+    rng.shuffle(lines)
+    kept = rng.sample(listed, rng.randint(0, len(listed)))
+    fresh = [f"{i:04d}-new{i}.patch" for i in range(40, 40 + rng.randint(0, 3))]
+    names = kept + fresh
+    rng.shuffle(names)
+    return lines, names
+
+
+@pytest.mark.parametrize("seed", range(100))
+def test_render_series_property_seeded(tmp_path, seed):
+    check_render_property(tmp_path, *random_case(random.Random(seed)))
+
+
+if given is not None:
+    @st.composite
+    def series_cases(draw) -> tuple[list[str], list[str]]:
+        listed = [f"{i:04d}-p{i}.patch" for i in draw(st.lists(st.integers(0, 39), unique=True, max_size=8))]
+        lines = [draw(st.sampled_from(ENTRY_FORMS)).format(n) for n in listed]
+        lines = draw(st.permutations(lines + draw(st.lists(st.sampled_from(SKELETON), max_size=8))))
+        kept = draw(st.permutations(listed))[:draw(st.integers(0, len(listed)))]
+        fresh = [f"{i:04d}-new{i}.patch" for i in range(40, 40 + draw(st.integers(0, 3)))]
+        return lines, draw(st.permutations(kept + fresh))
+
+    @settings(max_examples=150, deadline=None)
+    @given(series_cases())
+    def test_render_series_property_hypothesis(tmp_path_factory, case):
+        check_render_property(tmp_path_factory.mktemp("series"), *case)
+else:
+    def test_render_series_property_hypothesis():
+        pytest.skip("hypothesis is not installed; the seeded cases cover the same property")

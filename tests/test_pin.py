@@ -1,0 +1,202 @@
+"""The pin file (`upstream.toml`): its schema, one-line errors naming file, line and key, PEP 440
+versions, and rewriting it without losing its layout."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from helpers import REPO_ROOT, assert_one_line_error, make_project, run_cli
+from sglpatch.errors import UserError
+from sglpatch.pin import Artifact, read_pin, render_pin, same_version, write_pin
+
+# Every key the schema knows, one per line, so that each case below names its line.
+PIN = """\
+# a test pin
+[upstream]
+repo = "https://example.invalid/sglang"
+version = "1.0.0"
+tag = "v1.0.0"
+commit = "0123456789abcdef0123456789abcdef01234567"
+
+[upstream.artifacts.sdist]
+filename = "sglang-1.0.0.tar.gz"
+sha256 = "1111111111111111111111111111111111111111111111111111111111111111"
+
+[upstream.artifacts.wheel-cp312]
+filename = "sglang-1.0.0-cp312-cp312-manylinux_2_34_x86_64.whl"
+sha256 = "2222222222222222222222222222222222222222222222222222222222222222"
+
+[series]
+local = "kimi"
+release = 3
+checks = ["eagle3-capture-wiring"]
+
+[series.accepted]
+"Model.member" = "why it is accepted"
+
+[image]
+flashinfer = "0.7.2"
+"""
+
+
+def write(tmp_path, text: str):
+    (tmp_path / "upstream.toml").write_text(text)
+    return tmp_path
+
+
+def pin_error(tmp_path, text: str) -> str:
+    with pytest.raises(UserError) as caught:
+        read_pin(write(tmp_path, text))
+    message = str(caught.value)
+    assert "\n" not in message and message.startswith(str(tmp_path / "upstream.toml")), message
+    return message
+
+
+def test_the_test_pin_is_valid(tmp_path):
+    pin = read_pin(write(tmp_path, PIN))
+    assert (pin.version, pin.tag, pin.series_local, pin.series_release) == ("1.0.0", "v1.0.0", "kimi", 3)
+    assert [a.kind for a in pin.artifacts] == ["sdist", "wheel-cp312"]
+    assert pin.required_checks == ("eagle3-capture-wiring",)
+    assert pin.accepted == (("Model.member", "why it is accepted"),)
+    assert pin.image_flashinfer == "0.7.2"
+
+
+# (what is checked, the line it is on, the text made invalid, its valid twin, what the error says)
+CASES = [
+    ("version", 'version = "1.0.0"', 'version = "one"', 'version = "1.0"',
+     ":4: [upstream] version: 'one' is not a PEP 440 version"),
+    ("version-local", 'version = "1.0.0"', 'version = "1.0.0+x"', 'version = "1.0.0.0"',
+     ":4: [upstream] version: '1.0.0+x' has a local label"),
+    ("version-type", 'version = "1.0.0"', "version = 1.0", 'version = "1.0"',
+     ":4: [upstream] version: is a float (1.0), not a string"),
+    ("repo-missing", 'repo = "https://example.invalid/sglang"\n', "", 'repo = "ssh://git@example.invalid/sglang"\n',
+     ":2: [upstream] repo: is missing"),
+    ("tag-version", 'tag = "v1.0.0"', 'tag = "v1.0.1"', 'tag = "1.0.0"',
+     ":5: [upstream] tag: 'v1.0.1' is not the tag of version 1.0.0"),
+    ("tag-name", 'tag = "v1.0.0"', 'tag = "v 1.0.0"', 'tag = "v1.0.0.0"',
+     ":5: [upstream] tag: 'v 1.0.0' is not a git tag name"),
+    ("commit", 'commit = "0123456789abcdef0123456789abcdef01234567"', 'commit = "0123abc"', 'commit = ""',
+     ":6: [upstream] commit: '0123abc' is not empty or 40 hex digits"),
+    ("sha256", 'sha256 = "1111', 'sha256 = "x111', 'sha256 = "A111',
+     ":10: [upstream.artifacts.sdist] sha256: 'x111"),
+    ("filename", 'filename = "sglang-1.0.0.tar.gz"', 'filename = "dist/sglang-1.0.0.tar.gz"',
+     'filename = "sglang-1.0.0.post0.tar.gz"',
+     ":9: [upstream.artifacts.sdist] filename: 'dist/sglang-1.0.0.tar.gz' is not a plain file name"),
+    ("filename-kind", 'filename = "sglang-1.0.0.tar.gz"', 'filename = "sglang-1.0.0-py3-none-any.whl"',
+     'filename = "sglang-1.0.0.tar.gz"',
+     ":9: [upstream.artifacts.sdist] filename: 'sglang-1.0.0-py3-none-any.whl' is not an sdist (no .tar.gz)"),
+    ("artifact-kind", "[upstream.artifacts.wheel-cp312]", "[upstream.artifacts.wheel-py3]",
+     "[upstream.artifacts.wheel-cp313]", ":12: [upstream.artifacts] wheel-py3: is not an artifact kind"),
+    ("artifact-missing-key", 'sha256 = "2222222222222222222222222222222222222222222222222222222222222222"\n', "",
+     'sha256 = "2222222222222222222222222222222222222222222222222222222222222222"\n',
+     ":12: [upstream.artifacts.wheel-cp312] sha256: is missing"),
+    ("unknown-key", "release = 3", "relaese = 3", "release = 3",
+     ":18: [series] relaese: is not a known key: did you mean 'release'?"),
+    ("unknown-table", "[image]", "[images]", "[image]", ":24: images: is not a known key: did you mean 'image'?"),
+    ("release-string", "release = 3", 'release = "3"', "release = 4",
+     ':18: [series] release: is a string ("3"), not an integer'),
+    ("release-bool", "release = 3", "release = true", "release = 1",
+     ":18: [series] release: is a boolean (true), not an integer"),
+    ("release-zero", "release = 3", "release = 0", "release = 1", ":18: [series] release: 0 is not a positive integer"),
+    ("local", 'local = "kimi"', 'local = "kimi fork"', 'local = "kimi.fp8"',
+     ":17: [series] local: 'kimi fork' is not a PEP 440 local version label"),
+    ("local-table", 'local = "kimi"', 'local = {name = "kimi"}', 'local = "kimi_2"',
+     ":17: [series] local: is a table, not a string"),
+    ("checks-type", 'checks = ["eagle3-capture-wiring"]', 'checks = "eagle3-capture-wiring"', "checks = []",
+     ':19: [series] checks: is a string ("eagle3-capture-wiring"), not an array'),
+    ("checks-item", 'checks = ["eagle3-capture-wiring"]', 'checks = [\n  "eagle3-capture-wiring",\n  2,\n]',
+     'checks = [\n  "eagle3-capture-wiring",\n  "x",\n]', ":19: [series] checks: holds 2, which is not a check name"),
+    ("accepted", '"Model.member" = "why it is accepted"', '"Model.member" = 1', '"Model.member" = "1"',
+     ':22: [series.accepted] "Model.member": is an integer (1), not a string'),
+    ("flashinfer", 'flashinfer = "0.7.2"', 'flashinfer = "latest"', 'flashinfer = "0.7.2.post1"',
+     ":25: [image] flashinfer: 'latest' is not a PEP 440 version"),
+]
+
+
+@pytest.mark.parametrize("old, bad, good, expected", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_each_key_is_validated_with_file_line_and_key(tmp_path, old, bad, good, expected):
+    assert old in PIN
+    message = pin_error(tmp_path, PIN.replace(old, bad, 1))
+    assert f"{tmp_path / 'upstream.toml'}{expected}" in message
+    assert message.split(expected, 1)[1].strip()  # then what to do
+    read_pin(write(tmp_path, PIN.replace(old, good, 1)))  # the valid twin
+
+
+def test_a_key_without_a_line_is_named_by_table_and_key(tmp_path):
+    # A table split over the file has no single line in tomlkit: the table and key still say where.
+    message = pin_error(tmp_path, PIN + "\n[upstream.extra]\nx = 1\n")
+    assert "upstream.toml:27: [upstream] extra: is not a known key" in message
+    message = pin_error(tmp_path, PIN.replace("[series]\n", '[series]\nlocal = "a"\n', 1))
+    assert "upstream.toml" in message and "[series]" not in message  # a duplicate key: tomlkit's words
+    assert 'Key "local" already exists' in message
+
+
+def test_invalid_utf8_names_the_line(tmp_path):
+    (tmp_path / "upstream.toml").write_bytes(PIN.encode().replace(b'"kimi"', b'"k\xffmi"'))
+    with pytest.raises(UserError, match=r"upstream.toml:17: not valid UTF-8 \(byte 0xff\): save the pin file as UTF-8"):
+        read_pin(tmp_path)
+    write(tmp_path, PIN.replace('"kimi"', '"kimi"  # ünïcode comments are fine'))
+    assert read_pin(tmp_path).series_local == "kimi"
+
+
+def test_toml_syntax_error_names_the_line(tmp_path):
+    message = pin_error(tmp_path, PIN.replace("release = 3", "release = [3"))
+    assert "upstream.toml:19: not valid TOML (" in message and "line 19 col" in message
+
+
+def test_errors_reach_the_user_as_one_line(tmp_path):
+    root = make_project(tmp_path / "p", {})
+    write(root, PIN.replace("release = 3", 'release = "3"'))
+    assert_one_line_error(run_cli(root, "lines"), "upstream.toml:18: [series] release", "not an integer")
+    (root / "upstream.toml").write_bytes(PIN.encode().replace(b'"kimi"', b'"k\xe9mi"'))
+    assert_one_line_error(run_cli(root, "lines"), "upstream.toml:17: not valid UTF-8")
+    write(root, PIN.replace("[series]", "[series"))
+    assert_one_line_error(run_cli(root, "lines"), "upstream.toml:16: not valid TOML")
+    write(root, PIN)
+    assert run_cli(root, "lines").returncode == 0
+
+
+@pytest.mark.parametrize("line", [".", "lines/latest"])
+def test_the_real_pins_validate_and_render_unchanged(line):
+    root = REPO_ROOT / line
+    pin = read_pin(root)
+    assert render_pin(root, pin) == (root / "upstream.toml").read_text()
+
+
+def test_write_pin_moves_the_release_and_keeps_the_rest(tmp_path):
+    pin = read_pin(write(tmp_path, PIN))
+    moved = pin.with_release("1.1.0", "v1.1.0", None, (Artifact("wheel", "sglang-1.1.0-py3-none-any.whl", "3" * 64),))
+    write_pin(tmp_path, moved)
+    text = (tmp_path / "upstream.toml").read_text()
+    assert read_pin(tmp_path) == moved and moved.series_release == 1
+    assert text.startswith("# a test pin\n") and '"Model.member" = "why it is accepted"' in text
+    assert 'commit = ""' in text and "sdist" not in text
+
+
+def test_render_pin_refuses_what_would_not_read_back(tmp_path):
+    pin = read_pin(write(tmp_path, PIN))
+    broken = pin.with_release("1.1.0", "v1.1.0", None, (Artifact("sdist", "sglang-1.1.0.tar.gz", "nope"),))
+    with pytest.raises(UserError, match=r"\[upstream.artifacts.sdist\] sha256: 'nope' is not 64 hex digits"):
+        render_pin(tmp_path, broken)
+    assert (tmp_path / "upstream.toml").read_text() == PIN
+
+
+def test_versions_compare_as_pep440(tmp_path):
+    assert same_version("0.5.9.0", "0.5.9") and same_version("v0.5.9", "0.5.9")
+    assert not same_version("0.5.9", "0.5.9.post1")
+    with pytest.raises(UserError, match="'main' is not a PEP 440 version"):
+        same_version("main", "0.5.9")
+    pin = read_pin(write(tmp_path, PIN))
+    padded = dataclasses.replace(pin, version="1.0.0.0")
+    assert pin == padded and hash(pin) == hash(padded) and pin.is_version("1.0")
+    assert pin != dataclasses.replace(pin, version="1.0.1")
+    assert pin == dataclasses.replace(pin, image_flashinfer="0.7.2.0")
+    with pytest.raises(UserError, match="not a PEP 440 version"):
+        pin.with_release("banana", "vbanana", None, ())
+
+
+def test_missing_pin_file(tmp_path):
+    with pytest.raises(UserError, match="no pin file"):
+        read_pin(tmp_path)
