@@ -7,12 +7,14 @@ and new releases share one object store for three-way merges.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
 import os
 import re
 import shutil
+import subprocess
 import sys
 import tarfile
 import tempfile
@@ -29,6 +31,7 @@ from packaging.version import Version
 from .cache import cache_dir
 from .errors import UserError
 from .gitenv import git_env
+from .lock import exclusive
 from .pin import Artifact, Pin, validate_version
 
 DEFAULT_INDEX = "https://pypi.org/simple"
@@ -39,6 +42,9 @@ PROJECT = "sglang"
 # wheel only installs on the Python its upstream wheel was built for.
 PREFERRED_WHEEL_TAGS = ("py3-none-any", "cp311-cp311-manylinux_2_34_x86_64")
 _CPYTHON_X86_64 = re.compile(r"-(cp3\d+)-\1-manylinux_[0-9_]+_x86_64\.whl$")
+# Where expected hashes come from, as error messages name them.
+PIN_SOURCE = "upstream.toml"
+INDEX_SOURCE = "the package index"
 
 
 def index_url() -> str:
@@ -139,7 +145,7 @@ def release_artifact(version: str, kind: str, pin: Pin | None = None) -> Path | 
     if expected is not None:
         cached = store / expected.filename
         if cached.exists():
-            _verify(cached, expected.sha256, "the pin")
+            _verify(cached, expected.sha256, PIN_SOURCE)
             return cached
     remote = _find_remote(version, kind)
     if remote is None:
@@ -151,7 +157,7 @@ def release_artifact(version: str, kind: str, pin: Pin | None = None) -> Path | 
     target = store / remote.filename
     if not target.exists():
         _download(remote, target)
-    _verify(target, want, "the pin" if expected else "the package index")
+    _verify(target, want, PIN_SOURCE if expected else INDEX_SOURCE)
     return target
 
 
@@ -203,12 +209,16 @@ def _download(remote: RemoteFile, target: Path) -> None:
 
 
 def _verify(path: Path, sha256: str, source: str) -> None:
+    """The file hashes to ``sha256``; else it is moved aside (never used again) and one line says
+    which hash each side has."""
     actual = _sha256(path)
     if actual != sha256:
         bad = path.with_name(path.name + ".sha256-mismatch")
         path.replace(bad)
-        raise UserError(f"checksum mismatch for {path.name}: {source} says {sha256}, got {actual}",
-                        f"the file was moved aside to {bad}; check {source} and rerun")
+        fix = (f"correct the sha256 of {path.name} in {PIN_SOURCE} if it is wrong; else rerun to "
+               "download the file again" if source == PIN_SOURCE else "rerun to download it again")
+        raise UserError(f"checksum mismatch for {path.name}: {source} says {sha256}, the file has {actual}",
+                        f"{fix} (the file was moved aside to {bad})")
 
 
 def _progress(label: str, done: int, total: int) -> None:
@@ -230,30 +240,181 @@ def mirror_path() -> Path:
 
 def open_mirror() -> git.Repo:
     path = mirror_path()
-    if (path / "HEAD").exists():
-        return git.Repo(path)
-    path.mkdir(parents=True, exist_ok=True)
-    return git.Repo.init(path, bare=True)
+    with _mirror_errors():
+        if (path / "HEAD").exists():
+            return git.Repo(path)
+        path.mkdir(parents=True, exist_ok=True)
+        return git.Repo.init(path, bare=True)
+
+
+def _mirror_lock(version: str):
+    """One importer at a time: two processes importing into one mirror must not interleave."""
+    return exclusive(cache_dir() / "mirror.lock", f"importing SGLang {version}", wait=True)
+
+
+@contextlib.contextmanager
+def _mirror_errors():
+    """A git failure in the mirror is a corrupt cache: one line naming the command that clears it."""
+    try:
+        yield
+    except git.exc.GitError as exc:
+        raise UserError(f"the git mirror {mirror_path()} is corrupt ({_git_reason(exc)})",
+                        f"clear it with `rm -rf {mirror_path()}` and rerun (releases are imported "
+                        "again from the cached artifacts)") from None
+
+
+def _git_reason(exc: git.exc.GitError) -> str:
+    """The last line git printed, without GitPython's framing."""
+    if isinstance(exc, git.exc.InvalidGitRepositoryError):
+        return "not a git repository"
+    text = getattr(exc, "stderr", None) or ""
+    lines = [line.strip().removeprefix("stderr: ").strip("'").strip() for line in text.splitlines()]
+    return next((line for line in reversed(lines) if line), type(exc).__name__)
+
+
+def _note(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
 
 
 def import_release(version: str, pin: Pin | None = None, submodule: Path | None = None) -> str:
-    """Ensure ``release/<version>`` exists in the mirror; return its commit SHA.
+    """Ensure ``release/<version>`` exists in the mirror, intact and made from what the pin names;
+    return its commit SHA.
 
+    Every call verifies: the cached artifact against the pin's sha256, the tag's commit against
+    the artifact (or pinned commit) it was made from, and that commit's tree objects. A tag that
+    fails is imported again; a pin that disagrees with the verified artifact is an error.
     Uses the populated submodule when it holds the pinned commit, else the PyPI artifact.
     """
     validate_version(version)
-    mirror = open_mirror()
-    tag = release_tag(version)
-    if tag in [t.name for t in mirror.tags]:
-        return mirror.tags[tag].commit.hexsha
+    pin = _pin_for(version, pin)
+    with _mirror_lock(version), _mirror_errors():
+        mirror = open_mirror()
+        pinned = _pinned_source(pin)
+        if pinned is not None:
+            _recheck_cached(pinned)
+        commit = _verified_tag(mirror, version, pin, pinned)
+        if commit is None:
+            commit = _import(mirror, version, pin, submodule)
+        return commit
+
+
+def _pin_for(version: str, pin: Pin | None) -> Pin | None:
+    """The pin, when it pins ``version``: a pin says nothing about other releases."""
+    return pin if pin is not None and Version(pin.version) == Version(version) else None
+
+
+def _pinned_source(pin: Pin | None) -> Artifact | None:
+    """The pinned artifact a release is imported from: the sdist, else the wheel."""
+    if pin is None:
+        return None
+    return pin.artifact("sdist") or pin.artifact("wheel")
+
+
+def _recheck_cached(pinned: Artifact) -> None:
+    cached = cache_dir() / "artifacts" / pinned.filename
+    if cached.exists():
+        _verify(cached, pinned.sha256, PIN_SOURCE)
+
+
+def _import(mirror: git.Repo, version: str, pin: Pin | None, submodule: Path | None) -> str:
     if pin is not None and submodule is not None and _submodule_at(submodule, pin):
         with mirror.git.custom_environment(**git_env()):
             mirror.git.fetch(str(submodule), pin.commit)
-        mirror.create_tag(tag, ref=pin.commit)
-        return pin.commit
-    commit = _import_artifact(mirror, version, pin)
-    mirror.create_tag(tag, ref=commit)
+        commit = pin.commit
+    else:
+        commit = _import_artifact(mirror, version, pin)
+    problem = _commit_problem(mirror, commit)
+    if problem:  # the objects were there, so git did not write them again: they are corrupt
+        raise UserError(f"the git mirror {mirror_path()} is corrupt: a fresh import of SGLang {version} "
+                        f"{problem}", f"clear it with `rm -rf {mirror_path()}` and rerun")
+    mirror.git.update_ref(f"refs/tags/{release_tag(version)}", commit)
     return commit
+
+
+def _verified_tag(mirror: git.Repo, version: str, pin: Pin | None, pinned: Artifact | None) -> str | None:
+    """The tag's commit when it is intact and made from what the pin names; None (and the tag
+    deleted) when it is absent or has to be imported again."""
+    tag = release_tag(version)
+    commit = _tag_commit(mirror, tag)
+    if commit is None:
+        return None
+    problem = _commit_problem(mirror, commit) or _provenance_problem(mirror, commit, tag, pin, pinned)
+    if problem is None:
+        return commit
+    _note(f"{tag} in the mirror {problem}: importing it again")
+    _drop_ref(mirror, f"refs/tags/{tag}")
+    return None
+
+
+def _tag_commit(mirror: git.Repo, tag: str) -> str | None:
+    ref = f"refs/tags/{tag}"
+    try:
+        return mirror.git.rev_parse("--verify", "--quiet", f"{ref}^{{commit}}")
+    except git.exc.GitCommandError:
+        pass
+    try:
+        mirror.git.show_ref("--verify", ref)
+    except git.exc.GitCommandError as exc:
+        if "not a valid ref" in str(exc.stderr):
+            return None  # no such tag: a first import
+    _note(f"{tag} in the mirror points to a missing or broken object: importing it again")
+    _drop_ref(mirror, ref)
+    return None
+
+
+def _drop_ref(mirror: git.Repo, ref: str) -> None:
+    try:
+        mirror.git.update_ref("-d", ref)
+    except git.exc.GitCommandError:
+        raise UserError(f"the git mirror {mirror_path()} has a broken {ref} that git cannot delete",
+                        f"clear it with `rm -rf {mirror_path()}` and rerun") from None
+
+
+def _commit_problem(mirror: git.Repo, commit: str) -> str | None:
+    """Why ``commit`` is not intact in the mirror (its commit, tree and blob objects), or None.
+
+    A full `git fsck` is too slow for a mirror of many releases; this checks that every object
+    of this one commit's tree exists."""
+    try:
+        mirror.git.cat_file("-e", f"{commit}^{{commit}}")
+        mirror.git.rev_parse("--verify", f"{commit}^{{tree}}")
+        listing = mirror.git.ls_tree("-r", "--full-tree", commit)
+    except git.exc.GitCommandError:
+        return f"points to a commit {commit[:12]} whose objects are missing or corrupt"
+    blobs = [fields[2] for line in listing.splitlines()
+             if len(fields := line.split(None, 3)) == 4 and fields[1] == "blob"]
+    checked = subprocess.run([git.Git.GIT_PYTHON_GIT_EXECUTABLE or "git", "--git-dir", str(mirror.git_dir), "cat-file", "--batch-check"],
+                             input="\n".join(blobs) + "\n", capture_output=True, text=True,
+                             env={**os.environ, **git_env()})
+    missing = sum(line.endswith(" missing") for line in checked.stdout.splitlines())
+    if checked.returncode != 0 or missing:
+        return f"points to a commit {commit[:12]} whose tree lacks {missing or 'some'} file objects"
+    return None
+
+
+_MADE_FROM = re.compile(r"^Imported from PyPI: (?P<name>\S+)\nsha256: (?P<sha256>[0-9a-f]{64})$", re.M)
+
+
+def _provenance_problem(mirror: git.Repo, commit: str, tag: str, pin: Pin | None,
+                        pinned: Artifact | None) -> str | None:
+    """Why ``commit`` is not made from what the pin names, or None. Raises when the pin's sha256
+    disagrees with the artifact the commit was verifiably made from and no cached file settles it."""
+    if pin is None or pinned is None or (pin.commit and commit == pin.commit):
+        return None  # nothing pinned to compare with, or the pinned upstream commit itself
+    made_from = _MADE_FROM.search(mirror.git.log("-1", "--format=%B", commit))
+    if made_from is None:
+        return f"({commit[:12]}) records no artifact it was imported from"
+    name, sha256 = made_from["name"], made_from["sha256"]
+    if name != pinned.filename:
+        return f"was imported from {name}, not from the pinned {pinned.filename}"
+    if sha256 == pinned.sha256:
+        return None
+    if (cache_dir() / "artifacts" / pinned.filename).exists():  # verified against the pin above
+        return f"was imported from a {name} with sha256 {sha256}, not the pinned {pinned.sha256}"
+    raise UserError(f"checksum mismatch for {name}: {PIN_SOURCE} says {pinned.sha256}, but {tag} in the "
+                    f"mirror was imported from a {name} verified as {sha256}",
+                    f"correct the sha256 of [upstream.artifacts.{pinned.kind}] in {PIN_SOURCE}; if it is "
+                    f"right, clear the mirror's tag with `git -C {mirror_path()} tag -d {tag}` and rerun")
 
 
 def _submodule_at(path: Path, pin: Pin) -> bool:
@@ -266,8 +427,11 @@ def _submodule_at(path: Path, pin: Pin) -> bool:
 
 
 def _import_artifact(mirror: git.Repo, version: str, pin: Pin | None) -> str:
-    sdist = release_artifact(version, "sdist", pin)
-    artifact = sdist or release_artifact(version, "wheel", pin)
+    pinned = _pinned_source(pin)
+    if pinned is not None:  # exactly the artifact the pin names, verified against it
+        artifact = release_artifact(version, pinned.kind, pin)
+    else:
+        artifact = release_artifact(version, "sdist", pin) or release_artifact(version, "wheel", pin)
     if artifact is None:
         raise UserError(f"SGLang {version} has neither an sdist nor a usable wheel on the index",
                         "pick another release")
@@ -321,14 +485,34 @@ def prepare(pin: Pin, root: Path) -> str:
 
 
 def pristine_tree(version: str, pin: Pin | None = None) -> Path:
-    """A cached, read-only checkout of a pristine release (``python/sglang/...``)."""
-    commit = import_release(version, pin, _default_submodule(pin))
-    target = cache_dir() / "trees" / version
-    stamp = target / ".sglpatch-commit"
-    if stamp.exists() and stamp.read_text() == commit:
+    """A cached, read-only checkout of a pristine release (``python/sglang/...``).
+
+    Its stamp records the commit and a digest of every file; a checkout that no longer matches
+    (a file deleted, added or edited) is checked out again."""
+    with _mirror_lock(version), _mirror_errors():
+        commit = import_release(version, pin, _default_submodule(pin))
+        target = cache_dir() / "trees" / version
+        problem = _checkout_problem(target, commit)
+        if problem is None:
+            return target
+        if target.exists() or target.is_symlink():
+            _note(f"the cached tree {target} {problem}: checking it out again")
+            _remove(target)
+        _checkout(commit, target)
         return target
-    if target.exists():
-        shutil.rmtree(target)
+
+
+STAMP = ".sglpatch-commit"
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink()
+
+
+def _checkout(commit: str, target: Path) -> None:
     partial = target.with_name(target.name + ".part")
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(parents=True)
@@ -337,9 +521,51 @@ def pristine_tree(version: str, pin: Pin | None = None) -> Path:
     data.seek(0)
     with tarfile.open(fileobj=data) as tar:
         tar.extractall(partial, filter="data")
-    (partial / ".sglpatch-commit").write_text(commit)
+    count, digest = _tree_digest(partial)
+    (partial / STAMP).write_text(f"{commit}\nfiles {count}\nsha256 {digest}\n")
     partial.replace(target)
-    return target
+
+
+def _checkout_problem(target: Path, commit: str) -> str | None:
+    """Why the checkout at ``target`` is not a complete, unmodified checkout of ``commit``."""
+    try:
+        stamp = (target / STAMP).read_text().splitlines()
+    except (FileNotFoundError, NotADirectoryError):
+        return "has no stamp"
+    if len(stamp) != 3:
+        return "has a stamp without a file digest"
+    if stamp[0] != commit:
+        return "is of another commit"
+    try:
+        count, digest = _tree_digest(target)
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror})"
+    if stamp[1:] != [f"files {count}", f"sha256 {digest}"]:
+        return f"no longer matches its stamp ({count} files now; files deleted, added or edited)"
+    return None
+
+
+def _tree_digest(root: Path) -> tuple[int, str]:
+    """The number of files under ``root`` (the stamp aside) and a sha256 of their paths and bytes."""
+    digest = hashlib.sha256()
+    count = 0
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        links = [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]
+        for name in sorted(filenames + links):
+            path = os.path.join(dirpath, name)
+            rel = os.path.relpath(path, root)
+            if rel == STAMP:
+                continue
+            count += 1
+            if os.path.islink(path):
+                data = b"link:" + os.readlink(path).encode()
+            else:
+                with open(path, "rb") as fh:
+                    data = fh.read()
+            digest.update(f"{rel}\0{len(data)}\0".encode())
+            digest.update(data)
+    return count, digest.hexdigest()
 
 
 def _default_submodule(pin: Pin | None) -> Path | None:

@@ -137,3 +137,20 @@ def test_a_platform_wheel_release_has_one_wheel_kind_per_x86_64_cpython(isolated
     path = source.release_artifact("2.0.0", "wheel-cp312")
     assert path.name == "sglang-2.0.0-cp312-cp312-manylinux_2_34_x86_64.whl"
     assert path.read_bytes() == b"cp312-cp312-manylinux_2_34_x86_64"
+
+
+def test_a_wrong_pin_sha256_fails_though_the_real_release_is_cached_and_in_the_mirror(pinned_commit, isolated_cache,
+                                                                                      tmp_path, monkeypatch):
+    commit, sdist = pinned_commit
+    (isolated_cache / "artifacts").mkdir(parents=True)
+    shutil.copy(sdist, isolated_cache / "artifacts" / sdist.name)
+    assert source.import_release(PIN.version, PIN) == commit  # verified and in the mirror
+    root = make_project(tmp_path / "p", {})
+    right = PIN.artifact("sdist").sha256
+    wrong = right[::-1]
+    (root / "upstream.toml").write_text((root / "upstream.toml").read_text().replace(right, wrong))
+    result = run_cli(root, "prepare", env={"SGLPATCH_INDEX_URL": UNREACHABLE, "SGLPATCH_CACHE": str(isolated_cache)})
+    assert_one_line_error(result, "checksum mismatch", sdist.name, "upstream.toml", wrong, right)
+    # the twin: the right pin, same cache, offline: the mirror's record of the artifact verifies it
+    monkeypatch.setenv("SGLPATCH_INDEX_URL", UNREACHABLE)
+    assert source.import_release(PIN.version, PIN) == commit

@@ -1,0 +1,344 @@
+"""Verify on every run: the cache (artifacts, git mirror, pristine trees) is checked against the pin
+each time a release is used, and a corrupt or foreign cache is rebuilt or refused in one line.
+
+Real files and real git repositories throughout; releases are served from a package index on
+loopback, and each check has a negative twin proving it fires.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import select
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from helpers import REPO_ROOT, LocalIndex, assert_one_line_error, pin_text, run_cli, sdist_bytes
+from sglpatch import source
+from sglpatch.cache import cache_dir
+from sglpatch.errors import UserError
+from sglpatch.lock import exclusive
+from sglpatch.pin import read_pin
+
+UNREACHABLE = "http://127.0.0.1:9/simple"
+SDIST = "sglang-1.0.0.tar.gz"
+OTHER = "python/sglang/srt/other.py"
+FILES = {
+    "python/sglang/srt/models/kimi_k25.py": "class KimiK25:\n    def forward(self):\n        return 1\n",
+    OTHER: "VALUE = 1\n",
+    "python/pyproject.toml": "[project]\nname = 'sglang'\n",
+}
+WRONG = hashlib.sha256(b"not the sdist").hexdigest()
+
+
+@pytest.fixture
+def env(tmp_path, monkeypatch):
+    """A project pinned to SGLang 1.0.0 (and a 1.1.0 beside it) served from a loopback index,
+    with its cache in tmp_path."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("SGLPATCH_CACHE", str(cache))
+    index = LocalIndex(tmp_path / "index")
+    monkeypatch.setenv("SGLPATCH_INDEX_URL", index.url)
+    source._CACHED_LISTING.clear()
+    sha = index.publish(SDIST, sdist_bytes("1.0.0", FILES))
+    index.publish("sglang-1.1.0.tar.gz", sdist_bytes("1.1.0", {**FILES, OTHER: "VALUE = 2\n"}))
+    root = tmp_path / "project"
+    (root / "patches").mkdir(parents=True)
+    (root / "patches" / "series").write_text("# empty\n")
+    (root / "upstream.toml").write_text(pin_text("1.0.0", sha))
+    yield SimpleNamespace(root=root, cache=cache, sha=sha, index=index, mirror=cache / "mirror",
+                          artifact=cache / "artifacts" / SDIST, env={"SGLPATCH_CACHE": str(cache)})
+    index.close()
+    source._CACHED_LISTING.clear()
+
+
+def offline(monkeypatch) -> None:
+    """From here on the index cannot be reached: whatever works, works from the cache."""
+    monkeypatch.setenv("SGLPATCH_INDEX_URL", UNREACHABLE)
+    source._CACHED_LISTING.clear()
+
+
+def imported(env) -> str:
+    return source.import_release("1.0.0", read_pin(env.root))
+
+
+def mirror_git(env, *args: str) -> str:
+    return subprocess.run(["git", "--git-dir", str(env.mirror), *args], check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+def loose_object(env, sha: str) -> Path:
+    return env.mirror / "objects" / sha[:2] / sha[2:]
+
+
+def prepare(env, *, index: str | None = UNREACHABLE) -> subprocess.CompletedProcess:
+    return run_cli(env.root, "prepare", env={**env.env, "SGLPATCH_INDEX_URL": index or env.index.url})
+
+
+# ---------------------------------------------------------------- the pin's sha256, on every use
+
+def test_a_verified_release_is_reused_offline(env, monkeypatch):
+    commit = imported(env)
+    offline(monkeypatch)
+    assert imported(env) == commit
+    assert (source.pristine_tree("1.0.0", read_pin(env.root)) / OTHER).read_text() == "VALUE = 1\n"
+    result = prepare(env)
+    assert result.returncode == 0, result.stderr
+
+
+def test_a_wrong_pin_sha256_fails_even_when_everything_is_cached(env):
+    assert prepare(env, index=None).returncode == 0  # in the mirror, artifact cached
+    (env.root / "upstream.toml").write_text(pin_text("1.0.0", WRONG))
+    # the cached artifact is checked against the pin
+    assert_one_line_error(prepare(env), "checksum mismatch", SDIST, "upstream.toml", WRONG, env.sha)
+    assert not env.artifact.exists()  # moved aside: never used unverified
+    # nothing cached now: the mirror's record of the artifact it was made from still disagrees
+    line = assert_one_line_error(prepare(env), "checksum mismatch", SDIST, "upstream.toml", WRONG, env.sha)
+    assert "tag -d release/1.0.0" in line
+    # the pin corrected: the mirror's commit is verified by its record, offline
+    (env.root / "upstream.toml").write_text(pin_text("1.0.0", env.sha))
+    result = prepare(env)
+    assert result.returncode == 0, result.stderr
+
+
+def test_a_corrupted_cached_artifact_is_detected_on_next_use(env, monkeypatch):
+    commit = imported(env)
+    data = bytearray(env.artifact.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    env.artifact.write_bytes(data)
+    with pytest.raises(UserError, match="checksum mismatch") as error:
+        imported(env)
+    assert hashlib.sha256(data).hexdigest() in str(error.value)
+    assert env.artifact.with_name(f"{SDIST}.sha256-mismatch").exists()
+    # the mirror's commit stands (its record matches the pin); the artifact is downloaded again
+    assert imported(env) == commit
+    assert source.release_artifact("1.0.0", "sdist", read_pin(env.root)) == env.artifact
+    assert hashlib.sha256(env.artifact.read_bytes()).hexdigest() == env.sha
+
+
+def test_a_tag_made_from_other_bytes_is_imported_again_from_the_verified_artifact(env, monkeypatch, capsys):
+    commit = imported(env)
+    forged = _commit_with_message(env, commit, f"SGLang 1.0.0\n\nImported from PyPI: {SDIST}\nsha256: {WRONG}\n")
+    offline(monkeypatch)
+    assert imported(env) == commit
+    assert f"not the pinned {env.sha}" in capsys.readouterr().err
+    assert mirror_git(env, "rev-parse", "release/1.0.0") == commit != forged
+
+
+def test_a_tag_made_from_other_bytes_without_the_artifact_is_one_error(env, monkeypatch):
+    commit = imported(env)
+    _commit_with_message(env, commit, f"SGLang 1.0.0\n\nImported from PyPI: {SDIST}\nsha256: {WRONG}\n")
+    env.artifact.unlink()
+    offline(monkeypatch)
+    with pytest.raises(UserError, match="checksum mismatch") as error:
+        imported(env)
+    assert all(s in str(error.value) for s in ("upstream.toml", WRONG, env.sha, "tag -d release/1.0.0"))
+
+
+@pytest.mark.parametrize("message", ["Imported from PyPI: sglang-1.1.0.tar.gz\nsha256: {sha}\n",
+                                     "made by hand\n"])
+def test_a_tag_not_made_from_the_pinned_artifact_is_imported_again(env, monkeypatch, capsys, message):
+    commit = imported(env)
+    _commit_with_message(env, commit, "SGLang 1.0.0\n\n" + message.format(sha=env.sha))
+    offline(monkeypatch)
+    assert imported(env) == commit
+    assert "importing it again" in capsys.readouterr().err
+
+
+def test_another_releases_commit_under_the_tag_is_imported_again(env, monkeypatch, capsys):
+    commit = imported(env)
+    other = source.import_release("1.1.0")
+    mirror_git(env, "update-ref", "refs/tags/release/1.0.0", other)
+    offline(monkeypatch)
+    assert imported(env) == commit
+    assert f"was imported from sglang-1.1.0.tar.gz, not from the pinned {SDIST}" in capsys.readouterr().err
+
+
+def _commit_with_message(env, commit: str, message: str) -> str:
+    """Point the release tag at a commit of the same tree whose record names ``message``."""
+    tree = mirror_git(env, "rev-parse", f"{commit}^{{tree}}")
+    forged = subprocess.run(["git", "--git-dir", str(env.mirror), "commit-tree", tree, "-m", message],
+                            check=True, capture_output=True, text=True,
+                            env={**os.environ, "GIT_AUTHOR_NAME": "x", "GIT_AUTHOR_EMAIL": "x@x",
+                                 "GIT_COMMITTER_NAME": "x", "GIT_COMMITTER_EMAIL": "x@x"}).stdout.strip()
+    mirror_git(env, "update-ref", "refs/tags/release/1.0.0", forged)
+    return forged
+
+
+# ---------------------------------------------------------------- the mirror's objects
+
+def test_a_deleted_tag_is_imported_again_from_the_cached_artifact(env, monkeypatch):
+    commit = imported(env)
+    mirror_git(env, "tag", "-d", "release/1.0.0")
+    offline(monkeypatch)
+    assert imported(env) == commit
+    assert mirror_git(env, "rev-parse", "release/1.0.0") == commit
+
+
+def test_a_tag_pointing_to_a_missing_object_is_imported_again(env, monkeypatch, capsys):
+    commit = imported(env)
+    (env.mirror / "refs" / "tags" / "release" / "1.0.0").write_text("1" * 40 + "\n")
+    offline(monkeypatch)
+    assert imported(env) == commit
+    assert "points to a missing or broken object" in capsys.readouterr().err
+    assert mirror_git(env, "rev-parse", "release/1.0.0") == commit
+
+
+@pytest.mark.parametrize("kind", ["blob", "tree"])
+def test_a_commit_missing_an_object_of_its_tree_is_imported_again(env, monkeypatch, capsys, kind):
+    commit = imported(env)
+    path = OTHER if kind == "blob" else "python/sglang/srt"
+    sha = mirror_git(env, "rev-parse", f"{commit}:{path}")
+    loose_object(env, sha).unlink()
+    with pytest.raises(subprocess.CalledProcessError):
+        mirror_git(env, "cat-file", "-e", sha)
+    offline(monkeypatch)
+    assert imported(env) == commit
+    assert "importing it again" in capsys.readouterr().err
+    mirror_git(env, "cat-file", "-e", sha)  # written again by the fresh import
+    mirror_git(env, "ls-tree", "-r", commit)
+
+
+def test_a_corrupt_object_git_cannot_rewrite_is_named_with_the_command_that_clears_it(env):
+    assert prepare(env, index=None).returncode == 0
+    commit = mirror_git(env, "rev-parse", "release/1.0.0")
+    obj = loose_object(env, commit)
+    obj.chmod(0o644)
+    obj.write_bytes(b"garbage, not a zlib stream")
+    line = assert_one_line_error(prepare(env), "corrupt", f"rm -rf {env.mirror}")
+    assert "Traceback" not in line
+    shutil.rmtree(env.mirror)  # the command the error names
+    result = prepare(env)
+    assert result.returncode == 0, result.stderr
+
+
+def test_a_tag_git_cannot_read_is_named_with_the_command_that_clears_it(env):
+    assert prepare(env, index=None).returncode == 0
+    (env.mirror / "refs" / "tags" / "release" / "1.0.0").write_text("not a sha\n")
+    assert_one_line_error(prepare(env), "release/1.0.0", f"rm -rf {env.mirror}")
+    shutil.rmtree(env.mirror)
+    assert prepare(env).returncode == 0
+
+
+# ---------------------------------------------------------------- the pristine tree checkout
+
+def test_an_intact_cached_tree_is_reused(env):
+    tree = source.pristine_tree("1.0.0", read_pin(env.root))
+    stamp = (tree / ".sglpatch-commit").stat()
+    assert source.pristine_tree("1.0.0", read_pin(env.root)) == tree
+    assert (tree / ".sglpatch-commit").stat().st_ino == stamp.st_ino  # not checked out again
+
+
+@pytest.mark.parametrize("damage", ["deleted", "edited", "added", "old stamp"])
+def test_a_damaged_cached_tree_is_checked_out_again(env, capsys, damage):
+    tree = source.pristine_tree("1.0.0", read_pin(env.root))
+    stamp = tree / ".sglpatch-commit"
+    if damage == "deleted":
+        (tree / OTHER).unlink()
+    elif damage == "edited":
+        (tree / OTHER).write_text("VALUE = 9\n")
+    elif damage == "added":
+        (tree / "python/sglang/stray.py").write_text("")
+    else:  # the stamp of earlier versions: the commit alone, nothing to check the files against
+        stamp.write_text(stamp.read_text().splitlines()[0])
+    assert source.pristine_tree("1.0.0", read_pin(env.root)) == tree
+    assert f"the cached tree {tree}" in capsys.readouterr().err
+    assert (tree / OTHER).read_text() == "VALUE = 1\n"
+    assert not (tree / "python/sglang/stray.py").exists()
+    assert sorted(p.relative_to(tree).as_posix() for p in tree.rglob("*") if p.is_file()) == \
+        sorted([*FILES, ".sglpatch-commit"])
+
+
+# ---------------------------------------------------------------- concurrent imports
+
+IMPORT = ("import sys; sys.path.insert(0, sys.argv[1]); from pathlib import Path;"
+          "from sglpatch import source; from sglpatch.pin import read_pin;"
+          "print(source.pristine_tree('1.0.0', read_pin(Path(sys.argv[2]))))")
+
+
+def _importer(env) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", IMPORT, str(REPO_ROOT), str(env.root)], text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env={**os.environ, **env.env, "SGLPATCH_INDEX_URL": env.index.url})
+
+
+def test_concurrent_imports_of_one_release_leave_one_intact_mirror(env):
+    children = [_importer(env) for _ in range(4)]
+    outputs = [child.communicate(timeout=120) for child in children]
+    assert [c.returncode for c in children] == [0] * 4, outputs
+    assert {out.strip() for out, _ in outputs} == {str(env.cache / "trees" / "1.0.0")}
+    mirror_git(env, "fsck", "--strict")
+    assert mirror_git(env, "tag", "--list") == "release/1.0.0"
+    assert imported(env) == mirror_git(env, "rev-parse", "release/1.0.0")
+
+
+def test_an_import_waits_for_the_mirror_lock(env):
+    with exclusive(cache_dir() / "mirror.lock", "a test holding the mirror"):
+        child = _importer(env)
+        ready, _, _ = select.select([child.stderr], [], [], 60)
+        said = child.stderr.readline() if ready else ""
+        assert "waiting" in said and "a test holding the mirror" in said, said
+        time.sleep(0.5)
+        assert child.poll() is None  # blocked while the lock is held
+        assert not (env.mirror / "refs" / "tags" / "release" / "1.0.0").exists()
+    out, err = child.communicate(timeout=120)
+    assert child.returncode == 0, err
+    assert out.strip() == str(env.cache / "trees" / "1.0.0")
+
+
+# ---------------------------------------------------------------- the cache directory itself
+
+def test_an_own_writable_cache_directory_is_used(env):
+    assert cache_dir() == env.cache
+    assert not [p for p in env.cache.iterdir() if p.name.startswith(".sglpatch-write-probe")]
+
+
+def test_a_cache_that_is_a_regular_file_is_one_error(env, tmp_path):
+    (tmp_path / "file").write_text("")
+    result = run_cli(env.root, "prepare", env={"SGLPATCH_CACHE": str(tmp_path / "file")})
+    assert_one_line_error(result, str(tmp_path / "file"), "SGLPATCH_CACHE", "is a regular file")
+
+
+def test_a_cache_below_a_regular_file_is_one_error(env, tmp_path):
+    (tmp_path / "file").write_text("")
+    result = run_cli(env.root, "prepare", env={"SGLPATCH_CACHE": str(tmp_path / "file" / "cache")})
+    assert_one_line_error(result, "cannot be created", "regular file", "SGLPATCH_CACHE")
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes through permission bits; the read-only "
+                    "case root cannot bypass is test_a_cache_root_cannot_write_is_one_error")
+def test_a_read_only_cache_is_one_error(env, tmp_path):
+    cache = tmp_path / "readonly"
+    cache.mkdir(mode=0o555)
+    try:
+        result = run_cli(env.root, "prepare", env={"SGLPATCH_CACHE": str(cache)})
+    finally:
+        cache.chmod(0o755)
+    assert_one_line_error(result, str(cache), "is not writable", "SGLPATCH_CACHE")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="/proc is root's: for other users it is another user's "
+                    "cache, tested by test_a_cache_of_another_user_is_one_error")
+def test_a_cache_root_cannot_write_is_one_error(env):
+    # /proc is a directory root owns and cannot create files in: a probe by writing catches it
+    # where permission bits (os.access) would say root may write.
+    assert os.access("/proc", os.W_OK)
+    result = run_cli(env.root, "prepare", env={"SGLPATCH_CACHE": "/proc"})
+    assert_one_line_error(result, "/proc", "is not writable", "SGLPATCH_CACHE")
+
+
+def test_a_cache_of_another_user_is_one_error(env, tmp_path):
+    if os.geteuid() == 0:
+        cache = tmp_path / "theirs"
+        cache.mkdir()
+        os.chown(cache, 65534, 65534)
+    else:
+        cache = Path("/")  # root's
+    result = run_cli(env.root, "prepare", env={"SGLPATCH_CACHE": str(cache)})
+    assert_one_line_error(result, str(cache), "belongs to another user", "set SGLPATCH_CACHE to a directory you own")
