@@ -11,10 +11,10 @@ from .errors import UserError
 from .pin import Pin, read_pin
 from .queue import PatchQueue
 from .series import Series, read_series, trailer_problems
+from .transaction import transaction
 from .wheel import build_overlay
 
 DIST = "dist"
-REBASE_STATE = Path("build") / "rebase" / "state.json"
 
 
 @dataclass(frozen=True)
@@ -60,18 +60,16 @@ def validate(series: Series) -> None:
 
 def prepare_tree(root: Path) -> tuple[Pin, Series, str, PatchQueue]:
     """Import the pinned upstream and apply the whole series into a fresh work tree."""
-    if (root / REBASE_STATE).exists():
-        raise UserError("a rebase is in progress in build/src",
-                        "finish it with `rebase --continue` or `--skip`, or undo it with `rebase --abort`")
     pin = read_pin(root)
     series = read_series(root)
     validate(series)
     say(f"upstream: SGLang {pin.version} ({pin.commit or 'no commit pinned'})")
     base = source.prepare(pin, root)
     queue = PatchQueue(root)
-    queue.reset_to(source.open_mirror(), base)
-    for name in queue.push(all=True):
-        say(f"applied {name}")
+    with transaction(root, "prepare"):  # one step to undo: the fresh tree and every patch on it
+        queue.reset_to(source.open_mirror(), base)
+        for name in queue.push(all=True):
+            say(f"applied {name}")
     return pin, series, base, queue
 
 

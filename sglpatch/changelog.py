@@ -10,7 +10,12 @@ CHANGELOG = "CHANGELOG.md"
 def add_entry(root: Path, section: str, text: str) -> None:
     """Add a bullet under ``### <section>`` of the Unreleased release (created if missing)."""
     path = root / CHANGELOG
-    lines = path.read_text().splitlines() if path.exists() else ["# Changelog", ""]
+    path.write_text(with_entry(path.read_text() if path.exists() else None, section, text))
+
+
+def with_entry(changelog: str | None, section: str, text: str) -> str:
+    """``changelog`` (None: a new one) with a bullet added under ``### <section>`` of Unreleased."""
+    lines = changelog.splitlines() if changelog is not None else ["# Changelog", ""]
     try:
         start = next(i for i, l in enumerate(lines) if l.strip().lower().startswith("## [unreleased]"))
     except StopIteration:
@@ -27,7 +32,7 @@ def add_entry(root: Path, section: str, text: str) -> None:
     else:
         insert = start + 1
         lines[insert:insert] = ["", heading, f"- {text}"]
-    path.write_text("\n".join(_tidy(lines)) + "\n")
+    return "\n".join(_tidy(lines)) + "\n"
 
 
 def _tidy(lines: list[str]) -> list[str]:

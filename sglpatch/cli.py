@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import inspect
 import json
+import signal
 import sys
 from pathlib import Path
 
@@ -12,7 +14,9 @@ import git
 
 from . import build as build_module
 from .errors import UserError
-from .line import PRODUCTION, add_line, all_lines, find_line
+from . import transaction
+from .line import PRODUCTION, add_line, all_lines, find_line, line_of
+from .lock import line_lock
 from .pin import read_pin
 from .queue import PatchQueue
 from .series import read_series_names
@@ -24,8 +28,20 @@ def emit(args, data: dict, text: str) -> None:
     print(json.dumps(data, indent=2) if args.json else text)
 
 
+def writes(name: str):
+    """A command that changes the line: it holds the line's lock from start to end."""
+    def wrap(handler):
+        @functools.wraps(handler)
+        def run(args):
+            with line_lock(args.root, f"`build.py {name}`"):
+                return handler(args)
+        return run
+    return wrap
+
+
 # ---------------------------------------------------------------- handlers
 
+@writes("build")
 def cmd_build(args) -> int:
     result = build_module.build(args.root)
     emit(args, result.to_json(),
@@ -35,6 +51,7 @@ def cmd_build(args) -> int:
     return 0
 
 
+@writes("prepare")
 def cmd_prepare(args) -> int:
     pin, series, base, queue = build_module.prepare_tree(args.root)
     emit(args, {"base": base, "work_tree": str(queue.path), "applied": series.names},
@@ -43,6 +60,12 @@ def cmd_prepare(args) -> int:
 
 
 def cmd_status(args) -> int:
+    from .rebase import progress
+    transaction.recover_if_idle(args.root)
+    rebase = progress(args.root)
+    if rebase:  # the work tree holds the rebase, not the series: say where it stands
+        emit(args, {"rebase": rebase}, rebase["text"])
+        return 0
     queue = PatchQueue(args.root)
     rows = queue.status()
     dirty = queue.is_dirty()
@@ -68,9 +91,35 @@ def cmd_pop(args) -> int:
 
 
 def cmd_new(args) -> int:
-    message = Path(args.message_file).read_text() if args.message_file else args.message
+    message = _message_file(args.message_file) if args.message_file else args.message
     path = PatchQueue(args.root).new(args.name, message)
     emit(args, {"patch": str(path)}, f"created {path} (edit its message, then `refresh`)")
+    return 0
+
+
+def _message_file(name: str) -> str:
+    try:
+        return Path(name).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UserError(f"the message file {name} (-F) does not exist", "name an existing file") from None
+    except UnicodeDecodeError:
+        raise UserError(f"the message file {name} (-F) is not UTF-8 text", "save it as UTF-8") from None
+    except OSError as exc:
+        raise UserError(f"cannot read the message file {name} (-F): {exc.strerror}", "name a readable file") from None
+
+
+def cmd_undo(args) -> int:
+    entry = transaction.undo(args.root)
+    emit(args, {"undone": entry.op, "entry": entry.sha},
+         f"undid `{entry.op}`: the line is as it was before it")
+    return 0
+
+
+def cmd_log(args) -> int:
+    entries = transaction.log(line_of(args.root))
+    emit(args, {"entries": [e.__dict__ for e in entries]},
+         "\n".join(f"{e.sha[:12]}  {e.date}  {e.op}" + (f"  ({e.summary.splitlines()[0]})" if e.summary else "")
+                   for e in entries) or "no operation is recorded for this line")
     return 0
 
 
@@ -144,6 +193,8 @@ def parser() -> argparse.ArgumentParser:
     cmd.add_argument("-F", "--message-file", help="read the commit message from a file")
     add("refresh", cmd_refresh, "fold the work tree's edits into the top patch")
     add("export", cmd_export, "rewrite patches/ from the applied commits")
+    add("undo", cmd_undo, "restore the line as it was before its last operation (repeat to go further back)")
+    add("log", cmd_log, "the line's operations, newest first (what `undo` steps back through)")
     cmd = add("lines", cmd_lines, "list the maintained lines, or start a new one with --add")
     cmd.add_argument("--add", metavar="NAME", help="start line NAME as a copy of --from's pin and series")
     cmd.add_argument("--from", dest="source", default=PRODUCTION, metavar="LINE",
@@ -162,9 +213,14 @@ def _command_modules():
     return [m for m in (contract, image, rebase) if hasattr(m, "register_cli")]
 
 
+def _terminated(signum, frame):
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     args.json = getattr(args, "json", False)  # not top.set_defaults: it would reset the shared action
+    signal.signal(signal.SIGTERM, _terminated)  # a stop from a scheduler is an interrupt too
     try:
         # Commands work on one line's directory; `repo` stays the repository root.
         args.repo_root = args.root
@@ -177,7 +233,27 @@ def main(argv: list[str] | None = None) -> int:
         print("error: the git program was not found: install git (e.g. apt-get install git)",
               file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("error: interrupted; nothing was lost: rerun the same command to carry on",
+    except git.GitCommandError as exc:
+        said = [l.strip().strip("'") for l in (exc.stderr or "").replace("stderr: '", "").splitlines() if l.strip()]
+        print(f"error: git {exc.command[1] if len(exc.command) > 1 else ''} failed: "
+              f"{said[-1] if said else exc.status}: nothing was lost; rerun, or run `build.py undo`",
               file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"error: {exc.strerror or exc}: {exc.filename or ''}: check the path and its permissions",
+              file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"error: interrupted; nothing was lost: {_after_interrupt(args)}", file=sys.stderr)
         return 130
+
+
+def _after_interrupt(args) -> str:
+    try:
+        line = line_of(args.root)
+        if transaction.rebase_in_progress(line):
+            return (f"`{line.command('rebase', '--continue')}` carries on, "
+                    f"`{line.command('rebase', '--abort')}` returns to the state before the rebase")
+    except Exception:  # the message must never fail
+        pass
+    return "the line is as it was before the command; rerun it"

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -103,10 +104,21 @@ def add_line(repo: Path, name: str, source: str = PRODUCTION) -> Line:
         raise UserError(f"{target.relative_to(repo)} already exists",
                         f"pick another name, or remove it (`git rm -r {target.relative_to(repo)}`)")
     read_pin(origin.root)  # refuse to copy a broken pin
-    partial = target.with_name(f".{name}.part")
-    shutil.rmtree(partial, ignore_errors=True)
-    partial.mkdir(parents=True)
-    shutil.copy2(origin.root / PIN_FILE, partial / PIN_FILE)
-    shutil.copytree(origin.root / PATCH_DIR, partial / PATCH_DIR)
-    partial.replace(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    # A private scratch directory, renamed into place: a second `lines --add NAME` at the same
+    # time fails on the rename instead of sharing a half-copied directory.
+    partial = Path(tempfile.mkdtemp(prefix=f".{name}.", suffix=".part", dir=target.parent))
+    try:
+        shutil.copy2(origin.root / PIN_FILE, partial / PIN_FILE)
+        shutil.copytree(origin.root / PATCH_DIR, partial / PATCH_DIR)
+        partial.rename(target)
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        if target.exists():
+            raise UserError(f"{target.relative_to(repo)} was created by another command meanwhile",
+                            "pick another name") from None
+        raise
+    from .transaction import record_created  # the transaction module builds on lines
+    created = [target / PIN_FILE, *sorted((target / PATCH_DIR).iterdir())]
+    record_created(target, f"lines --add {name} --from {source}", created)
     return Line(name, target, repo)

@@ -16,12 +16,11 @@ import git
 
 from .errors import UserError
 from .gitenv import git_env
-from .series import PATCH_DIR, Series, parse_patch, read_series, read_series_names, write_series
+from .series import PATCH_DIR, Series, parse_patch, read_series, read_series_names, render_series, series_path
+from .snapshot import BASE_REF
+from .transaction import WORK_TREE, transaction
 
-BASE_REF = "refs/sglpatch/base"
 BRANCH = "patched"
-WORK_TREE = Path("build") / "src"
-_APPLYING = "sglpatch-applying"  # marker in .git: an am that we started and may abort
 
 
 @dataclass(frozen=True)
@@ -57,18 +56,23 @@ class PatchQueue:
         Refuses when that would lose anything: uncommitted edits, or applied commits that differ
         from their patch files.
         """
-        if not (self.path / ".git").exists():
-            self.path.mkdir(parents=True, exist_ok=True)
-            self._repo = git.Repo.init(self.path)
-        else:
-            self.recover()
-            self.ensure_clean("rebuild the work tree")
-            if self._has_base():
-                self.ensure_exported()
-        self.fetch(mirror, base)
-        with self._git():
-            self.repo.git.update_ref(BASE_REF, base)
-            self.repo.git.checkout("--quiet", "--force", "-B", BRANCH, base)
+        with transaction(self.root, "prepare"):
+            if self._has_head():
+                self.refuse_foreign_am()
+                self.ensure_clean("rebuild the work tree")
+                if self._has_base():
+                    self.ensure_exported()
+            self.fetch(mirror, base)
+            with self._git():
+                self.repo.git.update_ref(BASE_REF, base)
+                self.repo.git.checkout("--quiet", "--force", "-B", BRANCH, base)
+
+    def _has_head(self) -> bool:
+        try:
+            self.repo.head.commit
+            return True
+        except ValueError:
+            return False
 
     def fetch(self, mirror: git.Repo, commit: str) -> None:
         """Bring a pristine release commit (and its blobs, for three-way merges) from the mirror."""
@@ -159,139 +163,139 @@ class PatchQueue:
 
     # ------------------------------------------------------------ interrupted runs
 
-    def recover(self) -> str | None:
-        """Finish off an apply that an earlier run of ours left half done (e.g. Ctrl-C)."""
-        marker = Path(self.repo.git_dir) / _APPLYING
-        in_am = (Path(self.repo.git_dir) / "rebase-apply").exists()
-        if in_am and not marker.exists():
+    def refuse_foreign_am(self) -> None:
+        """An am of ours never outlives its transaction (sglpatch.transaction rolls it back), so
+        one in progress here was started by hand: leave it to its owner."""
+        if (Path(self.repo.git_dir) / "rebase-apply").exists():
             raise UserError(f"a `git am` that sglpatch did not start is in progress in {self.path}",
                             "finish it (`git am --continue`) or abort it (`git am --abort`) there")
-        if not marker.exists():
-            return None
-        name = marker.read_text().strip()
-        if in_am:
-            with self._git():
-                self.repo.git.am("--abort")
-        marker.unlink()
-        return name
 
     # ------------------------------------------------------------ push / pop
 
     def push(self, target: str | None = None, *, all: bool = False) -> list[str]:
         """Apply the next patch, up to and including ``target``, or all. Returns applied names."""
-        self.recover()
-        self.ensure_clean("push")
-        names = read_series_names(self.root)
-        applied = self.applied_names()
-        pending = names[len(applied):]
-        if target is not None:
-            if target in applied:
-                raise UserError(f"{target} is already applied", "nothing to push")
-            if target not in pending:
-                self.series().get(target)  # raises with the list of known names
-            pending = pending[: pending.index(target) + 1]
-        elif not all:
-            pending = pending[:1]
-        if not pending:
-            return []
-        series = self.series()
-        done = []
-        for name in pending:
-            self._apply(series.get(name).path, name)
-            done.append(name)
-        return done
+        with transaction(self.root, "push"):
+            self.refuse_foreign_am()
+            if target is not None:
+                self.series().get(target)  # an unknown name is named as such
+            self.ensure_clean("push")
+            names = read_series_names(self.root)
+            applied = self.applied_names()
+            pending = names[len(applied):]
+            if target is not None:
+                if target in applied:
+                    raise UserError(f"{target} is already applied", "nothing to push")
+                if target not in pending:
+                    self.series().get(target)  # raises with the list of known names
+                pending = pending[: pending.index(target) + 1]
+            elif not all:
+                pending = pending[:1]
+            series = self.series() if pending else None
+            for name in pending:
+                self._apply(series.get(name).path, name)
+            return pending
 
     def _apply(self, patch: Path, name: str) -> None:
-        marker = Path(self.repo.git_dir) / _APPLYING
-        marker.write_text(name)
         try:
             with self._git():
                 self.repo.git.am("--quiet", "--committer-date-is-author-date", "--keep-cr",
                                  str(patch.resolve()))
-        except git.GitCommandError:
-            where = self._diagnose(patch)
+        except git.GitCommandError as exc:
+            where, hint = self._diagnose(patch, exc)
             with self._git():
                 self.repo.git.am("--abort")
-            marker.unlink(missing_ok=True)
             top = self.applied_names()
             at = f"stopped after {top[-1]}" if top else "nothing applied"
-            raise UserError(f"patch {name} does not apply: {where} ({at})",
-                            "refresh the patch against this upstream, or use `rebase` for a new release") from None
+            error = UserError(f"patch {name} does not apply: {where} ({at})", hint)
+            error.keep_progress = True  # the patches before it stay applied, as quilt does
+            raise error from None
         self._mark_synced(name, self.repo.head.commit.hexsha)
-        marker.unlink(missing_ok=True)
 
-    def _diagnose(self, patch: Path) -> str:
+    def _diagnose(self, patch: Path, am_error: git.GitCommandError) -> tuple[str, str]:
+        """Why git could not apply ``patch``, in git's own words, and what to do about it."""
+        stale = "refresh the patch against this upstream, or use `rebase` for a new release"
+        damaged = f"restore {PATCH_DIR}/{patch.name} from git (`git checkout -- {PATCH_DIR}/{patch.name}`) or re-export it"
+        if b"\r\n" in patch.read_bytes():
+            return "it has CRLF line endings", f"convert it with `dos2unix {PATCH_DIR}/{patch.name}`, or {damaged}"
         try:
             self.repo.git.apply("--check", "--verbose", str(patch.resolve()))
         except git.GitCommandError as exc:
-            found = re.search(r"patch failed: (.+):(\d+)", exc.stderr or "")
+            stderr = exc.stderr or ""
+            found = re.search(r"patch failed: (.+):(\d+)", stderr)
             if found:
                 path, line = found.group(1), int(found.group(2))
-                return f"{path} hunk #{_hunk_number(patch, path, line)} at line {line}"
-            missing = re.search(r"error: (.+): (No such file or directory|does not exist in index)",
-                                exc.stderr or "")
+                return f"{path} hunk #{_hunk_number(patch, path, line)} at line {line}", stale
+            missing = re.search(r"error: (.+): (No such file or directory|does not exist in index)", stderr)
             if missing:
-                return f"{missing.group(1)} does not exist upstream"
-            lines = [l for l in (exc.stderr or "").splitlines() if l.startswith("error:")]
-            return lines[-1][7:] if lines else "git could not apply it"
-        return "git am failed (the diff applies; check the mail header)"
+                return f"{missing.group(1)} does not exist upstream", stale
+            said = _git_says(stderr)
+            if "corrupt patch" in said or "patch fragment without header" in said or "No valid patches" in said:
+                return f"git says: {said}", damaged
+            return f"git says: {said or 'it could not apply the patch'}", stale
+        said = _git_says((am_error.stderr or "") + "\n" + (am_error.stdout or ""))
+        return f"git am failed although the diff applies (git says: {said or 'nothing'})", \
+            "check the patch's mail header (From:, Date:, Subject:)"
 
     def pop(self, target: str | None = None, *, all: bool = False) -> list[str]:
         """Unapply the top patch, down to and including ``target``, or all. Returns popped names."""
-        self.recover()
-        self.ensure_clean("pop")
-        applied = self.applied_names()
-        if not applied:
-            return []
-        if all:
-            keep = 0
-        elif target is not None:
-            if target not in applied:
-                self.series().get(target)
-                raise UserError(f"{target} is not applied", "nothing to pop")
-            keep = applied.index(target)
-        else:
-            keep = len(applied) - 1
-        self.ensure_exported()
-        commits = self.applied_commits()
-        onto = commits[keep - 1] if keep else self.base
-        with self._git():
-            self.repo.git.reset("--quiet", "--hard", onto.hexsha)
-        return applied[keep:][::-1]
+        with transaction(self.root, "pop"):
+            self.refuse_foreign_am()
+            if target is not None:
+                self.series().get(target)  # an unknown name is named as such
+            self.ensure_clean("pop")
+            applied = self.applied_names()
+            if not applied:
+                return []
+            if all:
+                keep = 0
+            elif target is not None:
+                if target not in applied:
+                    raise UserError(f"{target} is not applied", "nothing to pop")
+                keep = applied.index(target)
+            else:
+                keep = len(applied) - 1
+            self.ensure_exported()
+            commits = self.applied_commits()
+            onto = commits[keep - 1] if keep else self.base
+            with self._git():
+                self.repo.git.reset("--quiet", "--hard", onto.hexsha)
+            return applied[keep:][::-1]
 
     # ------------------------------------------------------------ new / refresh / export
 
     def new(self, name: str, message: str | None = None) -> Path:
         """Turn the work tree's uncommitted edits into a new patch above the top one."""
-        self.recover()
-        if not name.endswith(".patch"):
-            name += ".patch"
-        if "/" in name or name in read_series_names(self.root):
-            raise UserError(f"'{name}' is not a free patch file name",
-                            "choose a new name such as 0005-short-description.patch")
-        if not self.is_dirty():
-            raise UserError(f"{self.path} has no edits to put in a new patch",
-                            "edit files in the work tree first, then run `new NAME`")
-        applied = self.applied_names()
-        self._commit(message or _template(name))
-        names = read_series_names(self.root)
-        position = names.index(applied[-1]) + 1 if applied else 0
-        names.insert(position, name)
-        path = self.export_one(self.applied_commits()[-1], name)
-        write_series(self.root, names)
-        return path
+        with transaction(self.root, "new") as tx:
+            self.refuse_foreign_am()
+            if not name.endswith(".patch"):
+                name += ".patch"
+            names = read_series_names(self.root)
+            if "/" in name or name in names:
+                raise UserError(f"'{name}' is not a free patch file name",
+                                "choose a new name such as 0005-short-description.patch")
+            if not self.is_dirty():
+                raise UserError(f"{self.path} has no edits to put in a new patch",
+                                "edit files in the work tree first, then run `new NAME`")
+            applied = self.applied_names()
+            self._commit(message or _template(name))
+            position = names.index(applied[-1]) + 1 if applied else 0
+            names.insert(position, name)
+            path = self.export_one(self.applied_commits()[-1], name, tx)
+            tx.write(series_path(self.root), render_series(self.root, names), whole=False)
+            return path
 
     def refresh(self) -> Path:
         """Fold the work tree's uncommitted edits into the top patch and rewrite its file."""
-        self.recover()
-        applied = self.applied_names()
-        if not applied:
-            raise UserError("no patch is applied to refresh", "push one first, or use `new NAME`")
-        if not self.is_dirty():
-            raise UserError(f"{self.path} has no edits to fold into {applied[-1]}",
-                            "edit files in the work tree first")
-        self._commit(None, amend=True)
-        return self.export_one(self.applied_commits()[-1], applied[-1])
+        with transaction(self.root, "refresh") as tx:
+            self.refuse_foreign_am()
+            applied = self.applied_names()
+            if not applied:
+                raise UserError("no patch is applied to refresh", "push one first, or use `new NAME`")
+            if not self.is_dirty():
+                raise UserError(f"{self.path} has no edits to fold into {applied[-1]}",
+                                "edit files in the work tree first")
+            self._commit(None, amend=True)
+            return self.export_one(self.applied_commits()[-1], applied[-1], tx)
 
     def _commit(self, message: str | None, amend: bool = False) -> None:
         with self._git():
@@ -303,14 +307,15 @@ class PatchQueue:
 
     def export(self) -> list[Path]:
         """Rewrite the patch file of every applied patch from its commit."""
-        return [self.export_one(c, n) for n, c in zip(self.applied_names(), self.applied_commits())]
+        with transaction(self.root, "export") as tx:
+            return [self.export_one(c, n, tx) for n, c in zip(self.applied_names(), self.applied_commits())]
 
-    def export_one(self, commit: git.Commit, name: str) -> Path:
+    def export_one(self, commit: git.Commit, name: str, tx) -> Path:
+        """Stage ``commit`` as the patch file ``name`` in the transaction ``tx``."""
         path = self.root / PATCH_DIR / name
-        path.parent.mkdir(parents=True, exist_ok=True)
         text = self.format_patch(commit)
-        if not path.exists() or path.read_text() != text:
-            path.write_text(text)
+        if not path.exists() or path.read_bytes() != text.encode():
+            tx.write(path, text)
         self._mark_synced(name, commit.hexsha)
         return path
 
@@ -331,6 +336,13 @@ def _template(name: str) -> str:
     title = re.sub(r"^\d+-", "", name.removesuffix(".patch")).replace("-", " ")
     return (f"{title}\n\nWhat broke, why, and what this patch changes.\n\n"
             "Upstream-Status: Pending\nDrop-When: check:CHECK-NAME\n")
+
+
+def _git_says(stderr: str) -> str:
+    """git's last error line, without its "error: "/"fatal: " prefix."""
+    # GitPython quotes it as "  stderr: 'error: ...'"
+    said = re.findall(r"(?:^|\s|')(?:error|fatal): (.+?)'?$", stderr, re.M)
+    return said[-1].strip() if said else ""
 
 
 def _hunk_number(patch: Path, path: str, line: int) -> int:

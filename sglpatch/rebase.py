@@ -16,6 +16,7 @@ a crash and a rerun.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import shutil
@@ -27,16 +28,19 @@ import git
 from packaging.version import Version
 
 from . import checks, source
-from .build import REBASE_STATE, prepare_tree, say
-from .changelog import CHANGELOG, add_entry
+from .build import prepare_tree, say
+from .changelog import CHANGELOG, with_entry
 from .errors import UserError
 from .gitenv import git_env
 from .line import Line, all_lines, find_line, line_of
-from .pin import PIN_FILE, Artifact, read_pin, validate_version, write_pin
+from .lock import line_lock
+from .pin import PIN_FILE, Artifact, read_pin, render_pin, validate_version
 from .queue import BASE_REF, BRANCH, PatchQueue, format_patch
-from .series import PATCH_DIR, PatchEntry, parse_patch, read_series, write_series
+from .series import PATCH_DIR, PatchEntry, parse_patch, read_series, render_series, series_path
+from .snapshot import read_gitlink
+from .transaction import boundary, rebase_in_progress, resumed, transaction
 
-STATE_DIR = REBASE_STATE.parent
+STATE_DIR = Path("build") / "rebase"
 REBASE_BRANCH = "sglpatch-rebase"
 _HUNK = re.compile(r"^@@ -(\d+)(?:,\d+)? \+(\d+)(?:,\d+)? @@", re.M)
 # git's merge messages: "CONFLICT (content): Merge conflict in PATH",
@@ -54,13 +58,17 @@ class Verdict:
 
 @dataclass
 class State:
+    """The rebase journal. Each patch is known by its identity (name and sha256 of the file the
+    rebase started from, copied into ``build/rebase/patches/``) and each finished step by the
+    commit made for it, never by position alone."""
+
     onto: str
     old_version: str
-    new_base: str
-    old_head: str
-    commit: str | None
-    pending: list[str]
-    verdicts: list[dict] = field(default_factory=list)
+    commit: str | None  # the upstream commit for the gitlink (--commit)
+    patches: list[dict]  # the series at the start: {"name", "sha256"}, replayed in this order
+    new_base: str | None = None
+    steps: list[dict] = field(default_factory=list)  # Verdict fields + "sha256" + "commit"
+    current: dict | None = None  # the patch being applied: name, sha256, head_before, stopped
 
     def save(self, root: Path) -> None:
         path = root / STATE_DIR / "state.json"
@@ -68,105 +76,243 @@ class State:
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(asdict(self), indent=2))
         tmp.replace(path)
+        boundary("rebase:state")
 
     @classmethod
     def load(cls, root: Path) -> State | None:
         path = root / STATE_DIR / "state.json"
         return cls(**json.loads(path.read_text())) if path.exists() else None
 
+    def verdicts(self) -> list[dict]:
+        return [{k: s[k] for k in ("name", "verdict", "detail", "files")} for s in self.steps]
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
 
 # ---------------------------------------------------------------- entry points
 
 def start(root: Path, onto: str, commit: str | None = None, dry_run: bool = False) -> dict:
-    validate_version(onto)
+    version = validate_version(onto)
     pin = read_pin(root)
-    if onto == pin.version:
+    if version == Version(pin.version):
         raise UserError(f"the series is already on SGLang {onto}", "name a newer release")
+    if version < Version(pin.version):
+        raise UserError(f"SGLang {onto} is older than the pinned {pin.version}",
+                        "a rebase only moves a line forward; start an older line with `lines --add`")
     if dry_run:
         series = read_series(root)
         old_base = source.prepare(pin, root)
         say(f"importing SGLang {onto}")
         new_base = source.import_release(onto)
         return _dry_run(series, onto, [old_base, new_base], source.pristine_tree(onto))
-    _, series, _, queue = prepare_tree(root)
-    say(f"importing SGLang {onto}")
-    new_base = source.import_release(onto)
-    pristine = source.pristine_tree(onto)
-    queue.fetch(source.open_mirror(), new_base)
-    _backup(root)
-    state = State(onto, pin.version, new_base, queue.repo.head.commit.hexsha, commit, series.names)
+    with line_lock(root, f"`rebase --onto {onto}`"):
+        series = read_series(root)
+        _, _, _, queue = prepare_tree(root)  # a transaction of its own: the rebase starts from here
+        try:
+            with transaction(root, f"rebase --onto {onto}", durable=True) as tx:
+                return _start(root, tx, queue, series, pin, onto, commit)
+        except BaseException:
+            if not rebase_in_progress(line_of(root)):  # rolled back: drop its scratch state too
+                _forget(root, queue.repo)
+            raise
+
+
+def _start(root: Path, tx, queue: PatchQueue, series, pin, onto: str, commit: str | None) -> dict:
+    tx.refuse_unsafe([p.path for p in series.patches])
+    shutil.rmtree(root / STATE_DIR, ignore_errors=True)
+    copies = root / STATE_DIR / "patches"
+    copies.mkdir(parents=True)
+    for patch in series.patches:
+        shutil.copyfile(patch.path, copies / patch.name)
+    state = State(onto, pin.version, commit,
+                  [{"name": p.name, "sha256": _sha256(copies / p.name)} for p in series.patches])
     state.save(root)
+    say(f"importing SGLang {onto}")
+    state.new_base = source.import_release(onto)
+    queue.fetch(source.open_mirror(), state.new_base)
     with queue.repo.git.custom_environment(**git_env()):
-        queue.repo.git.checkout("--quiet", "-B", REBASE_BRANCH, new_base)
-    return _replay(root, queue, state, pristine)
+        queue.repo.git.checkout("--quiet", "-B", REBASE_BRANCH, state.new_base)
+    boundary("rebase:on-new-base")
+    state.save(root)
+    return _replay(root, queue, state, tx)
 
 
 def resume(root: Path, action: str) -> dict:
-    state = State.load(root)
-    if state is None:
+    line = line_of(root)
+    if not rebase_in_progress(line):
         raise UserError("no rebase is in progress", "start one with `rebase --onto VERSION`")
-    queue = PatchQueue(root)
-    if action == "abort":
-        return abort(root, queue, state)
-    name = state.pending[0]
-    in_am = (Path(queue.repo.git_dir) / "rebase-apply").exists()
-    with queue.repo.git.custom_environment(**git_env()):
+    with resumed(root, f"rebase --{action}") as tx:
+        state = State.load(root)
+        queue = PatchQueue(root)
+        if action == "abort":
+            return abort(root, queue, tx, state)
+        if state is None or state.new_base is None:  # killed before its first step
+            abort(root, queue, tx, state)
+            raise UserError(f"`{tx.op}` was interrupted before its first step; the line is as it was before it",
+                            f"rerun `{line.command(*tx.op.split())}`")
         if action == "skip":
-            if in_am:
-                queue.repo.git.am("--skip")
-            queue.repo.git.reset("--quiet", "--hard")
-            state.verdicts.append(asdict(Verdict(name, "skipped", "dropped by the maintainer")))
+            _skip(queue, state)
         else:
-            if _has_conflict_markers(queue):
-                raise UserError(f"conflict markers remain in {', '.join(_has_conflict_markers(queue))}",
-                                "resolve them, then `rebase --continue`")
-            if in_am:
-                before = queue.repo.head.commit.hexsha
-                queue.repo.git.add("--all")
-                try:
-                    queue.repo.git.am("--continue")
-                except git.GitCommandError as exc:
-                    if "No changes" not in (exc.stdout + exc.stderr):
-                        raise
-                    queue.repo.git.am("--skip")
-                if queue.repo.head.commit.hexsha == before:
-                    verdict = Verdict(name, "obsolete", "the resolution left no change")
-                else:
-                    verdict = Verdict(name, "merged", "conflict resolved by the maintainer")
-            else:  # a crash after `am --continue` finished: the commit is there already
-                verdict = Verdict(name, "merged", "conflict resolved by the maintainer")
-            state.verdicts.append(asdict(verdict))
-    state.pending.pop(0)
-    state.save(root)
-    return _replay(root, queue, state, source.pristine_tree(state.onto))
+            _continue(queue, state)
+        state.save(root)
+        return _replay(root, queue, state, tx)
 
 
-def abort(root: Path, queue: PatchQueue, state: State) -> dict:
+def abort(root: Path, queue: PatchQueue, tx, state: State | None) -> dict:
+    tx.abandon()
+    _forget(root, queue.repo)
+    onto = state.onto if state else tx.op.rsplit(" ", 1)[-1]
+    return {"onto": onto, "aborted": True, "patches": state.verdicts() if state else []}
+
+
+def _forget(root: Path, repo: git.Repo) -> None:
+    """Drop the rebase's own scratch state once its transaction ended."""
+    with repo.git.custom_environment(**git_env()):
+        if repo.git.branch("--list", REBASE_BRANCH).strip() and repo.active_branch.name != REBASE_BRANCH:
+            repo.git.branch("--quiet", "-D", REBASE_BRANCH)
+    shutil.rmtree(root / STATE_DIR, ignore_errors=True)
+
+
+def progress(root: Path) -> dict | None:
+    """Where a rebase in progress on the line stands (None: no rebase), for `status`."""
+    line = line_of(root)
+    journal = rebase_in_progress(line)
+    if journal is None:
+        return None
+    state = State.load(root)
+    steps = state.verdicts() if state else []
+    current = state.current if state else None
+    data = {"op": journal["op"], "done": steps, "stopped_at": current and current["name"],
+            "pending": [p["name"] for p in (state.patches if state else [])][len(steps) + bool(current):],
+            "continue": line.command("rebase", "--continue"), "abort": line.command("rebase", "--abort")}
+    rows = [f"= {s['name']}  {s['verdict']}" for s in steps]
+    if current:
+        files = ", ".join(current.get("conflict", {}).get("files", []))
+        rows.append(f"! {current['name']}  stopped: conflict in {files}" if current.get("stopped")
+                    else f"! {current['name']}  interrupted")
+    rows += [f"- {name}" for name in data["pending"]]
+    data["text"] = "\n".join([f"a rebase is in progress (`{journal['op']}`): resolve the conflict, then "
+                               f"`{data['continue']}`; `--skip` drops the patch; `{data['abort']}` "
+                               "returns to the state before", *rows])
+    return data
+
+
+# ---------------------------------------------------------------- resuming a stopped step
+
+def _in_am(queue: PatchQueue) -> bool:
+    return (Path(queue.repo.git_dir) / "rebase-apply").exists()
+
+
+def _head(queue: PatchQueue) -> str:
+    return queue.repo.head.commit.hexsha
+
+
+def _skip(queue: PatchQueue, state: State) -> None:
+    current = state.current
+    if current is None:
+        raise UserError("the rebase is not stopped at a patch", "run `rebase --continue`")
     with queue.repo.git.custom_environment(**git_env()):
-        if (Path(queue.repo.git_dir) / "rebase-apply").exists():
-            queue.repo.git.am("--abort")
-        queue.repo.git.checkout("--quiet", "--force", BRANCH)
-        queue.repo.git.reset("--quiet", "--hard", state.old_head)
-        queue.repo.git.branch("--quiet", "-D", REBASE_BRANCH)
-    _restore(root)
-    shutil.rmtree(root / STATE_DIR)
-    return {"onto": state.onto, "aborted": True, "patches": state.verdicts}
+        if _in_am(queue):
+            queue.repo.git.am("--quit")
+        queue.repo.git.reset("--quiet", "--hard", current["head_before"])
+    _record_step(state, Verdict(current["name"], "skipped", "dropped by the maintainer"), None)
+
+
+def _continue(queue: PatchQueue, state: State) -> None:
+    current = state.current
+    if current is None:
+        return  # every step had finished; the rebase was stopped before writing its result
+    if not current.get("stopped"):
+        _undo_interrupted_step(queue, current)
+        state.current = None
+        return
+    name, before = current["name"], current["head_before"]
+    markers = _has_conflict_markers(queue)
+    if markers:
+        raise UserError(f"conflict markers remain in {', '.join(markers)}",
+                        "resolve them, then `rebase --continue`")
+    if _in_am(queue):
+        _finish_am(queue, state)
+    elif queue.is_dirty():
+        raise UserError(f"no `git am` is in progress for {name}, and {queue.path} has uncommitted edits",
+                        "`rebase --skip` drops the patch, `rebase --abort` returns to the state before")
+    head = _head(queue)
+    if head == before:
+        if not current.get("continued"):  # the am ended without us: aborted by hand
+            raise UserError(f"the conflict in {name} is no longer in progress (was `git am --abort` run?) "
+                            "and HEAD holds no resolution of it",
+                            "`rebase --skip` drops the patch, `rebase --abort` returns to the state before the rebase")
+        _record_step(state, Verdict(name, "obsolete", "the resolution left no change"), None)
+        return
+    commit = queue.repo.commit(head)
+    subject = parse_patch(queue.root / STATE_DIR / "patches" / name).subject
+    if [p.hexsha for p in commit.parents] != [before] or commit.summary != subject:
+        raise UserError(f"HEAD in {queue.path} is {head[:12]} ('{commit.summary}'), not a resolution of {name} "
+                        f"on top of {before[:12]}", "put HEAD back, `rebase --skip`, or `rebase --abort`")
+    _record_step(state, Verdict(name, "merged", "conflict resolved by the maintainer",
+                                current.get("conflict", {}).get("files", [])), head)
+
+
+def _finish_am(queue: PatchQueue, state: State) -> None:
+    """Commit the maintainer's resolution with the stopped `git am` (ours: HEAD has not moved)."""
+    current = state.current
+    if _head(queue) != current["head_before"]:
+        raise UserError(f"HEAD in {queue.path} moved to {_head(queue)[:12]} while {current['name']} was "
+                        f"stopped (it was {current['head_before'][:12]})", "put it back, or `rebase --abort`")
+    current["continued"] = True  # from here an unmoved HEAD means "resolved to no change"
+    state.save(queue.root)
+    with queue.repo.git.custom_environment(**git_env()):
+        queue.repo.git.add("--all")
+        boundary("rebase:resolution-added")
+        try:
+            queue.repo.git.am("--continue")
+        except git.GitCommandError as exc:
+            if "No changes" not in (exc.stdout + exc.stderr):
+                raise UserError(f"git am --continue failed for {current['name']}: {exc.stderr.strip()}",
+                                "resolve it in the work tree, then `rebase --continue`") from None
+            queue.repo.git.am("--skip")
+
+
+def _undo_interrupted_step(queue: PatchQueue, current: dict) -> None:
+    """A step killed midway is redone from its start; it holds nothing of the user's."""
+    with queue.repo.git.custom_environment(**git_env()):
+        if _in_am(queue):
+            queue.repo.git.am("--quit")
+        queue.repo.git.reset("--quiet", "--hard", current["head_before"])
+
+
+def _record_step(state: State, verdict: Verdict, commit: str | None) -> None:
+    entry = next(p for p in state.patches if p["name"] == verdict.name)
+    state.steps.append({**asdict(verdict), "sha256": entry["sha256"], "commit": commit})
+    state.current = None
 
 
 # ---------------------------------------------------------------- replay
 
-def _replay(root: Path, queue: PatchQueue, state: State, pristine: Path) -> dict:
-    while state.pending:
-        name = state.pending[0]
-        patch = parse_patch(root / PATCH_DIR / name)
-        verdict = apply_one(queue.repo, patch, state.onto, pristine)
-        if verdict.verdict == "conflict":
-            state.save(root)
-            return _report(root, state, conflict=verdict)
-        state.verdicts.append(asdict(verdict))
-        state.pending.pop(0)
+def _replay(root: Path, queue: PatchQueue, state: State, tx) -> dict:
+    pristine = source.pristine_tree(state.onto)
+    while len(state.steps) < len(state.patches):
+        entry = state.patches[len(state.steps)]
+        copy = root / STATE_DIR / "patches" / entry["name"]
+        if not copy.is_file() or _sha256(copy) != entry["sha256"]:
+            raise UserError(f"{copy} is not the {entry['name']} the rebase started from",
+                            "`rebase --abort` returns to the state before the rebase")
+        state.current = {"name": entry["name"], "sha256": entry["sha256"], "head_before": _head(queue),
+                         "stopped": False}
         state.save(root)
-    return _finish(root, queue, state)
+        verdict = apply_one(queue.repo, parse_patch(copy), state.onto, pristine)
+        boundary("rebase:applied")
+        if verdict.verdict == "conflict":
+            state.current.update(stopped=True, conflict=asdict(verdict))
+            state.save(root)
+            tx.suspend()
+            return _report(root, state, conflict=verdict)
+        moved = _head(queue) != state.current["head_before"]
+        _record_step(state, verdict, _head(queue) if moved else None)
+        state.save(root)
+    return _finish(root, queue, state, tx)
 
 
 def apply_one(repo: git.Repo, patch: PatchEntry, version: str, pristine: Path) -> Verdict:
@@ -258,40 +404,51 @@ def _dry_run(series, onto: str, bases: list[str], pristine: Path) -> dict:
     return {"onto": onto, "dry_run": True, "patches": verdicts}
 
 
-def _finish(root: Path, queue: PatchQueue, state: State) -> dict:
-    verdicts = [Verdict(**v) for v in state.verdicts]
-    kept = [v.name for v in verdicts if v.verdict in ("clean", "merged")]
-    dropped = [v for v in verdicts if v.verdict in ("obsolete", "skipped")]
+def _finish(root: Path, queue: PatchQueue, state: State, tx) -> dict:
+    """Stage the new series, pin, gitlink and changelog entry, then commit them as one."""
+    kept = [s for s in state.steps if s["verdict"] in ("clean", "merged")]
+    dropped = [Verdict(**{k: s[k] for k in ("name", "verdict", "detail", "files")})
+               for s in state.steps if s["verdict"] in ("obsolete", "skipped")]
+    chain = [c.hexsha for c in queue.repo.iter_commits(f"{state.new_base}..HEAD", first_parent=True)][::-1]
+    if chain != [s["commit"] for s in kept]:
+        raise UserError(f"the commits in {queue.path} do not match the rebase's journal "
+                        f"({len(chain)} commits above SGLang {state.onto}, {len(kept)} patches kept)",
+                        "`rebase --abort` returns to the state before the rebase")
+    for step in kept:
+        tx.write(root / PATCH_DIR / step["name"], format_patch(queue.repo, step["commit"]))
+    for verdict in dropped:
+        if (root / PATCH_DIR / verdict.name).exists():
+            tx.delete(root / PATCH_DIR / verdict.name)
+    names = [s["name"] for s in kept]
+    tx.write(series_path(root), render_series(root, names), whole=False)
+    _stage_pin(root, state, tx)
+    line = line_of(root)
+    changelog = line.repo / CHANGELOG
+    text = changelog.read_text() if changelog.exists() else None
+    tx.write(changelog, with_entry(text, "Changed", _changelog_line(line, state.onto, names, dropped)),
+             whole=False)
+    tx.preflight()  # refuse before the work tree moves, so a rerun of --continue can finish
     with queue.repo.git.custom_environment(**git_env()):
-        commits = list(queue.repo.iter_commits(f"{state.new_base}..HEAD", first_parent=True))[::-1]
-        for name, commit in zip(kept, commits):
-            (root / PATCH_DIR / name).write_text(queue.format_patch(commit))
         queue.repo.git.update_ref(BASE_REF, state.new_base)
         queue.repo.git.checkout("--quiet", "-B", BRANCH)
-        queue.repo.git.branch("--quiet", "-D", REBASE_BRANCH)
-    for verdict in dropped:
-        (root / PATCH_DIR / verdict.name).unlink(missing_ok=True)
-    write_series(root, kept)
-    _update_pin(root, state)
-    line = line_of(root)
-    add_entry(line.repo, "Changed", _changelog_line(line, state.onto, kept, dropped))
-    shutil.rmtree(root / STATE_DIR)
+    boundary("rebase:finished-work-tree")
+    tx.commit(_changelog_line(line, state.onto, names, dropped))
+    _forget(root, queue.repo)
     return _report(root, state)
 
 
-def _update_pin(root: Path, state: State) -> None:
+def _stage_pin(root: Path, state: State, tx) -> None:
     pin = read_pin(root)
     artifacts = []
     for kind in ("sdist", *source.wheel_kinds(state.onto)):
         path = source.release_artifact(state.onto, kind)
         if path is not None:
             artifacts.append(Artifact(kind, path.name, source._sha256(path)))
-    write_pin(root, pin.with_release(state.onto, f"v{state.onto}", state.commit, tuple(artifacts)))
+    moved = pin.with_release(state.onto, f"v{state.onto}", state.commit, tuple(artifacts))
+    tx.write(root / PIN_FILE, render_pin(root, moved), whole=False)
     line = line_of(root)
-    if state.commit and _gitlink(line):
-        repo = git.Repo(line.repo)
-        with repo.git.custom_environment(**git_env()):
-            repo.git.update_index("--add", "--cacheinfo", f"160000,{state.commit},{line.submodule}")
+    if state.commit and read_gitlink(line):
+        tx.set_gitlink(f"160000 {state.commit}")
 
 
 def _changelog_line(line: Line, onto: str, kept: list[str], dropped: list[Verdict]) -> str:
@@ -307,62 +464,13 @@ def _changelog_line(line: Line, onto: str, kept: list[str], dropped: list[Verdic
 def _report(root: Path, state: State, conflict: Verdict | None = None) -> dict:
     line = line_of(root)
     data = {"line": line.name, "onto": state.onto, "from": state.old_version,
-            "patches": list(state.verdicts)}
+            "patches": state.verdicts()}
     if conflict:
         data["patches"].append(asdict(conflict))
         data["stopped"] = {"patch": conflict.name, "files": conflict.files,
                            "work_tree": str(PatchQueue(root).path),
                            "command": line.command("rebase")}
     return data
-
-
-# ---------------------------------------------------------------- backups
-
-def _backed_up(root: Path) -> dict[str, Path]:
-    """What a rebase may change, by backup name: the line's pin and series, the changelog."""
-    line = line_of(root)
-    return {PIN_FILE: root / PIN_FILE, PATCH_DIR: root / PATCH_DIR, CHANGELOG: line.repo / CHANGELOG}
-
-
-def _backup(root: Path) -> None:
-    backup = root / STATE_DIR / "backup"
-    if backup.exists():
-        shutil.rmtree(backup)
-    backup.mkdir(parents=True)
-    for name, src in _backed_up(root).items():
-        if src.is_dir():
-            shutil.copytree(src, backup / name)
-        elif src.exists():
-            shutil.copy2(src, backup / name)
-    (backup / "gitlink").write_text(_gitlink(line_of(root)))
-
-
-def _gitlink(line: Line) -> str:
-    """The index entry of the line's upstream submodule ("<mode> <sha> <stage>\t<path>"), if any."""
-    try:
-        return git.Repo(line.repo).git.ls_files("--stage", "--", line.submodule)
-    except git.exc.InvalidGitRepositoryError:
-        return ""
-
-
-def _restore(root: Path) -> None:
-    backup = root / STATE_DIR / "backup"
-    for name, target in _backed_up(root).items():
-        saved = backup / name
-        if target.is_dir():
-            shutil.rmtree(target)
-        elif target.exists():
-            target.unlink()
-        if saved.is_dir():
-            shutil.copytree(saved, target)
-        elif saved.exists():
-            shutil.copy2(saved, target)
-    gitlink = (backup / "gitlink").read_text().split()
-    if gitlink:
-        line = line_of(root)
-        repo = git.Repo(line.repo)
-        with repo.git.custom_environment(**git_env()):
-            repo.git.update_index("--add", "--cacheinfo", f"{gitlink[0]},{gitlink[1]},{line.submodule}")
 
 
 # ---------------------------------------------------------------- bump rehearsal

@@ -206,3 +206,33 @@ def test_patch_file_edited_after_apply_wins_over_the_stale_commit(project, upstr
     queue.push(all=True)
     assert "Why, said better." in queue.applied_commits()[0].message
     assert queue.format_patch(queue.applied_commits()[0]) == patch.read_text()
+
+
+@pytest.mark.parametrize("damage, said, hint", [
+    (lambda text: text[: text.index("@@", text.index("@@") + 2) + 40], "git says: corrupt patch at line",
+     "git checkout -- patches/0002-kimi.patch"),
+    (lambda text: text.replace("\n", "\r\n"), "CRLF line endings", "dos2unix"),
+])
+def test_a_damaged_patch_is_named_in_gits_words(project, damage, said, hint):
+    root, queue = project
+    queue.push()
+    patch = root / "patches" / "0002-kimi.patch"
+    patch.write_bytes(damage(patch.read_text()).encode())
+    line = assert_one_line_error(run_cli(root, "push"), "0002-kimi.patch", said)
+    assert hint in line and "refresh the patch against this upstream" not in line
+    assert queue.applied_names() == ["0001-runner.patch"]
+
+
+def test_bad_queue_input_is_one_line(project, tmp_path):
+    root, queue = project
+    queue.push(all=True)
+    (queue.path / KIMI).write_text("class KimiK25:\n    pass\n")
+    assert_one_line_error(run_cli(root, "new", "0003-x", "-F", str(tmp_path / "missing.txt")),
+                          "missing.txt", "does not exist")
+    (tmp_path / "latin1.txt").write_bytes(b"caf\xe9\n")
+    assert_one_line_error(run_cli(root, "new", "0003-x", "-F", str(tmp_path / "latin1.txt")), "not UTF-8")
+    assert_one_line_error(run_cli(root, "pop", "0009-nope.patch"), "no patch named '0009-nope.patch'",
+                          "0001-runner.patch")
+    assert_one_line_error(run_cli(root, "push", "0009-nope.patch"), "no patch named '0009-nope.patch'")
+    assert queue.applied_names() == ["0001-runner.patch", "0002-kimi.patch"]
+    assert (queue.path / KIMI).read_text() == "class KimiK25:\n    pass\n"

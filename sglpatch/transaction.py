@@ -1,0 +1,512 @@
+"""Every change to a line is a transaction: it reaches its new state whole, or nothing changed.
+
+After StGit's stack transactions. A command runs inside ``transaction(root, op)``:
+
+1. under the line's lock, finish or roll back whatever an interrupted run left (``recover``);
+2. snapshot the line (``sglpatch.snapshot``) and note it in a journal, ``build/transaction.json``;
+3. do its git work in the work tree and *stage* file writes (``tx.write``, ``tx.delete``): nothing
+   in ``patches/``, the pin or ``CHANGELOG.md`` is written yet;
+4. commit: a log entry (a commit on ``refs/sglpatch/log`` in the work tree's repository, tree
+   ``before/`` + ``after/``, first parent the previous entry) is made, the journal says
+   "committing", and only then are the files written, each aside then renamed.
+
+An exception or Ctrl-C before the commit puts the work tree back as it was; a killed process is
+rolled back (before the commit point) or forward (after it) by the next command. ``undo``
+restores the ``before/`` of the newest entry not yet undone, itself as a new entry. A rebase is
+one long transaction (``durable``): it survives across commands until ``--continue`` commits it
+or ``--abort`` returns to its start.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import sys
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import git
+
+from . import snapshot
+from .errors import UserError
+from .gitenv import git_env
+from .line import Line, line_of
+from .lock import line_lock
+from .snapshot import State, blob_sha
+
+LOG_REF = "refs/sglpatch/log"
+JOURNAL = Path("build") / "transaction.json"
+WORK_TREE = Path("build") / "src"
+_WRITTEN = "sglpatch-written.json"  # in the work tree's .git: path -> blob the tool last wrote
+_ACTIVE: dict[Path, "Transaction"] = {}
+
+
+class Refused(UserError):
+    """The transaction cannot commit: the line is left as it was before the command."""
+
+
+def boundary(name: str) -> None:
+    """A step boundary; tests kill the process at the k-th one (SGLPATCH_CRASH_AT=k) and list
+    them (SGLPATCH_BOUNDARIES=file) to prove every interrupted state recovers."""
+    listing = os.environ.get("SGLPATCH_BOUNDARIES")
+    if listing:
+        with open(listing, "a") as fh:
+            fh.write(name + "\n")
+    crash_at = os.environ.get("SGLPATCH_CRASH_AT")
+    if crash_at:
+        boundary.count = getattr(boundary, "count", 0) + 1
+        if crash_at in (str(boundary.count), name):
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+@contextlib.contextmanager
+def _signals_held():
+    """Ctrl-C and SIGTERM wait until a commit or roll-back step is complete."""
+    held = {signal.SIGINT, signal.SIGTERM}
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def work_repo(line: Line, create: bool = False) -> git.Repo | None:
+    path = line.root / WORK_TREE
+    if (path / ".git").exists():
+        return git.Repo(path)
+    if not create:
+        return None
+    path.mkdir(parents=True, exist_ok=True)
+    return git.Repo.init(path)
+
+
+def _git(repo):
+    return repo.git.custom_environment(**git_env())
+
+
+# ---------------------------------------------------------------- the journal
+
+def _journal_path(line: Line) -> Path:
+    return line.root / JOURNAL
+
+
+def read_journal(line: Line) -> dict | None:
+    path = _journal_path(line)
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except ValueError:
+        raise UserError(f"{path} is damaged", f"move it aside (`mv {path} {path}.bad`) and rerun") from None
+
+
+def _write_journal(line: Line, data: dict | None) -> None:
+    path = _journal_path(line)
+    if data is None:
+        path.unlink(missing_ok=True)
+    else:
+        snapshot.write_file(path, json.dumps(data, indent=1).encode())
+    boundary(f"journal:{data['phase'] if data else 'cleared'}")
+
+
+# ---------------------------------------------------------------- staged writes
+
+@dataclass
+class _Write:
+    data: bytes | None  # None: delete
+    expect: str | None  # blob of the file when the write was staged; None: absent
+    whole: bool  # replaces a file the user may have written (a patch file)
+
+
+@dataclass
+class Transaction:
+    line: Line
+    repo: git.Repo
+    op: str
+    start: str  # commit holding the snapshot taken at begin
+    durable: bool = False
+    writes: dict[str, _Write] = field(default_factory=dict)
+    gitlink: str | None = None
+
+    def write(self, path: Path, data: str | bytes, *, whole: bool = True) -> None:
+        """Stage ``path``'s new content. ``whole``: it replaces the file (a patch file) rather
+        than editing the content it was computed from (pin, series, changelog)."""
+        data = data.encode() if isinstance(data, str) else data
+        self.writes[snapshot.rel(self.line, path)] = _Write(data, _current_blob(Path(path)), whole)
+
+    def delete(self, path: Path) -> None:
+        self.writes[snapshot.rel(self.line, path)] = _Write(None, _current_blob(Path(path)), True)
+
+    def set_gitlink(self, gitlink: str) -> None:
+        self.gitlink = gitlink
+
+    def staged(self, path: Path) -> bytes | None:
+        """What ``path`` will hold after the commit (staged content, else the file now)."""
+        key = snapshot.rel(self.line, path)
+        if key in self.writes:
+            return self.writes[key].data
+        return Path(path).read_bytes() if Path(path).is_file() else None
+
+    # ------------------------------------------------------------ commit / roll back
+
+    def commit(self, summary: str = "") -> str:
+        with _signals_held():
+            self.preflight()
+            before = snapshot.capture(self.line, self.repo)
+            after = replace(before, files=dict(before.files))
+            for path, write in self.writes.items():
+                if write.data is None:
+                    after.files.pop(path, None)
+                else:
+                    mode = before.files.get(path, "100644 x").split()[0]
+                    after.files[path] = f"{mode} {_store_blob(self.repo, write.data)}"
+            if self.gitlink is not None:
+                after.gitlink = self.gitlink
+            start = snapshot.load(self.repo, self._start_tree())
+            before = replace(before, head=start.head, branch=start.branch, base=start.base,
+                             worktree=start.worktree, worktree_tree=start.worktree_tree)
+            entry = record(self.line, self.repo, self.op, summary, before, after, self.start)
+            _ACTIVE.pop(self.line.root, None)
+            return entry
+
+    def _start_tree(self) -> str:
+        return self.repo.git.rev_parse(f"{self.start}^{{tree}}")
+
+    def preflight(self) -> None:
+        """Refuse now, before anything else changes, if the staged writes could not commit."""
+        for path, write in self.writes.items():
+            current = _current_blob(self.line.repo / path)
+            if current != write.expect:
+                raise Refused(f"{path} changed while `{self.op}` ran",
+                              "nothing was written; rerun the command")
+            if write.whole:
+                self.refuse_unsafe([self.line.repo / path])
+
+    def refuse_unsafe(self, paths: list[Path]) -> None:
+        """Refuse to replace any of ``paths`` that holds work the user has not committed."""
+        for path in paths:
+            current = _current_blob(Path(path))
+            key = snapshot.rel(self.line, path)
+            if current is not None and not _is_safe(self.line, self.repo, key, current):
+                raise Refused(f"{key} has changes that are not committed; `{self.op}` would overwrite them",
+                              f"commit it (`git add {key} && git commit`) or move it aside, then rerun")
+
+    def rollback(self) -> None:
+        """Put the work tree back as it was at begin; no staged file was written."""
+        with _signals_held():
+            target = snapshot.load(self.repo, self._start_tree())
+            current = snapshot.capture(self.line, self.repo)
+            if not current.same_work_tree(target):
+                snapshot.restore_worktree(self.repo, target, current)
+            _write_journal(self.line, None)
+            _ACTIVE.pop(self.line.root, None)
+
+    def suspend(self) -> None:
+        """A durable transaction stops for the user (a rebase conflict); it stays open."""
+        _ACTIVE.pop(self.line.root, None)
+
+    def abandon(self) -> str:
+        """End a durable transaction by returning the work tree to its start; logged, so the
+        abandoned work (a half-resolved conflict) stays recoverable with `undo`."""
+        with _signals_held():
+            start = snapshot.load(self.repo, self._start_tree())
+            current = snapshot.capture(self.line, self.repo)
+            target = replace(current, head=start.head, branch=start.branch, base=start.base,
+                             worktree=start.worktree, worktree_tree=start.worktree_tree)
+            entry = record(self.line, self.repo, f"{self.op} (aborted)", "", current, target)
+            _ACTIVE.pop(self.line.root, None)
+            return entry
+
+
+def _current_blob(path: Path) -> str | None:
+    return blob_sha(path.read_bytes()) if path.is_file() else None
+
+
+def _store_blob(repo: git.Repo, data: bytes) -> str:
+    with _git(repo):
+        return repo.git.hash_object("-w", "--stdin", istream=snapshot.as_stdin(data))
+
+
+def _is_safe(line: Line, repo: git.Repo, path: str, current: str) -> bool:
+    """The file's content is committed in the repository, or is what this tool last wrote."""
+    if _written(repo).get(path) == current:
+        return True
+    try:
+        return git.Repo(line.repo).git.rev_parse(f"HEAD:{path}") == current
+    except (git.exc.InvalidGitRepositoryError, git.exc.NoSuchPathError, git.GitCommandError):
+        return False
+
+
+def _written(repo: git.Repo) -> dict[str, str]:
+    path = Path(repo.git_dir) / _WRITTEN
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+# ---------------------------------------------------------------- begin / record / apply
+
+def begin(line: Line, op: str, durable: bool = False) -> Transaction:
+    repo = work_repo(line, create=True)
+    state = snapshot.capture(line, repo)
+    start = _commit_state(repo, state, f"sglpatch: before {op}")
+    _write_journal(line, {"op": op, "phase": "rebase" if durable else "running", "start": start})
+    tx = Transaction(line, repo, op, start, durable)
+    _ACTIVE[line.root] = tx
+    return tx
+
+
+def resume(line: Line) -> Transaction:
+    """The open durable transaction of the line (a rebase in progress)."""
+    journal = read_journal(line)
+    if not journal or journal["phase"] != "rebase":
+        raise UserError("no rebase is in progress", "start one with `rebase --onto VERSION`")
+    tx = Transaction(line, work_repo(line), journal["op"], journal["start"], durable=True)
+    _ACTIVE[line.root] = tx
+    return tx
+
+
+def _commit_state(repo: git.Repo, state: State, message: str) -> str:
+    tree = snapshot.store(repo, state)
+    parents = ["-p", state.worktree] if state.worktree else []
+    with _git(repo):
+        return repo.git.commit_tree(tree, *parents, "-m", message)
+
+
+def record(line: Line, repo: git.Repo, op: str, summary: str, before: State, after: State,
+           start: str | None = None) -> str:
+    """Log the change ``before`` -> ``after`` as an entry, then make the line ``after``."""
+    before_commit = start or _commit_state(repo, before, f"sglpatch: before {op}")
+    before_tree = snapshot.store(repo, before)
+    after_tree = snapshot.store(repo, after)
+    tree = _nest(repo, before_tree, after_tree)
+    parents = []
+    previous = _log_head(repo)
+    if previous:
+        parents += ["-p", previous]
+    parents += ["-p", before_commit]
+    if after.worktree:
+        parents += ["-p", after.worktree]
+    with _git(repo):
+        entry = repo.git.commit_tree(tree, *parents, "-m", f"{op}\n\n{summary}".rstrip() + "\n")
+    _write_journal(line, {"op": op, "phase": "committing", "entry": entry})
+    apply(line, repo, entry)
+    return entry
+
+
+def _nest(repo: git.Repo, before_tree: str, after_tree: str) -> str:
+    listing = f"040000 tree {before_tree}\tbefore\n040000 tree {after_tree}\tafter\n"
+    with _git(repo):
+        return repo.git.mktree(istream=snapshot.as_stdin(listing))
+
+
+def _log_head(repo: git.Repo) -> str | None:
+    try:
+        return repo.git.rev_parse("--verify", "--quiet", LOG_REF) or None
+    except git.GitCommandError:
+        return None
+
+
+def entry_states(repo: git.Repo, entry: str) -> tuple[State, State]:
+    return (snapshot.load(repo, repo.git.rev_parse(f"{entry}:before")),
+            snapshot.load(repo, repo.git.rev_parse(f"{entry}:after")))
+
+
+def apply(line: Line, repo: git.Repo, entry: str) -> None:
+    """Make the line the ``after/`` of ``entry``; idempotent, so a killed apply is redone."""
+    before, after = entry_states(repo, entry)
+    current = snapshot.capture(line, repo)
+    if after.head and not current.same_work_tree(after):
+        snapshot.restore_worktree(repo, after, current)
+        boundary("work-tree")
+    touched = _touched(before, after)
+    for path in sorted(touched):
+        snapshot.restore_files(line, repo, after, {path})
+        boundary(f"file:{path}")
+    if before.gitlink != after.gitlink:
+        snapshot.write_gitlink(line, after.gitlink)
+        boundary("gitlink")
+    written = _written(repo)
+    for path in touched:
+        if path in after.files:
+            written[path] = after.files[path].split()[1]
+        else:
+            written.pop(path, None)
+    snapshot.write_file(Path(repo.git_dir) / _WRITTEN, json.dumps(written, indent=1, sort_keys=True).encode())
+    with _git(repo):
+        repo.git.update_ref(LOG_REF, entry)
+    _write_journal(line, None)
+
+
+def record_created(root: Path, op: str, paths: list[Path]) -> str:
+    """Log files an operation created outside a transaction (a new line's pin and series) as
+    written by this tool, so its own later commands may rewrite them before they are committed."""
+    line = line_of(root)
+    repo = work_repo(line, create=True)
+    after = snapshot.capture(line, repo)
+    keys = {snapshot.rel(line, p) for p in paths}
+    before = replace(after, files={k: v for k, v in after.files.items() if k not in keys})
+    return record(line, repo, op, "", before, after)
+
+
+# ---------------------------------------------------------------- recovery
+
+def recover(line: Line) -> str | None:
+    """Finish what an interrupted run left: roll a commit forward, anything earlier back.
+    Returns what was done, or None. A rebase in progress is left for `rebase` to continue."""
+    journal = read_journal(line)
+    if journal is None or journal["phase"] == "rebase":
+        return None
+    repo = work_repo(line)
+    if journal["phase"] == "committing":
+        with _signals_held():
+            apply(line, repo, journal["entry"])
+        done = f"completed the interrupted `{journal['op']}`"
+    else:
+        Transaction(line, repo, journal["op"], journal["start"]).rollback()
+        done = f"rolled back the interrupted `{journal['op']}`"
+    print(f"note: {done}", file=sys.stderr, flush=True)
+    return done
+
+
+@contextlib.contextmanager
+def resumed(root: Path, op: str):
+    """Carry on the line's open durable transaction (a rebase) under the line's lock; it stays
+    open unless the body commits or abandons it."""
+    line = line_of(root)
+    with line_lock(line.root, f"`{op}`"):
+        recover(line)
+        tx = resume(line)
+        try:
+            yield tx
+        finally:
+            tx.suspend()
+
+
+def recover_if_idle(root: Path) -> None:
+    """For readers (`status`): finish an interrupted run unless a writer is at work right now."""
+    line = line_of(root)
+    if read_journal(line) is None:
+        return
+    try:
+        with line_lock(line.root, "`status`"):
+            recover(line)
+    except UserError:
+        pass  # a writer holds the line; what it leaves is its own business
+
+
+def rebase_in_progress(line: Line) -> dict | None:
+    journal = read_journal(line)
+    return journal if journal and journal["phase"] == "rebase" else None
+
+
+@contextlib.contextmanager
+def transaction(root: Path, op: str, durable: bool = False):
+    """Run ``op`` on the line at ``root`` as one transaction (joins one already open here)."""
+    line = line_of(root)
+    active = _ACTIVE.get(line.root)
+    if active is not None:
+        yield active
+        return
+    with line_lock(line.root, f"`{op}`"):
+        recover(line)
+        journal = rebase_in_progress(line)
+        if journal:
+            raise UserError(f"a rebase is in progress on the {line.label()} (`{journal['op']}`)",
+                            f"finish it with `{line.command('rebase', '--continue')}` or "
+                            f"`--skip`, or undo it with `{line.command('rebase', '--abort')}`")
+        tx = begin(line, op, durable)
+        try:
+            yield tx
+        except BaseException as exc:
+            if _ACTIVE.get(line.root) is tx:  # neither committed nor suspended
+                if getattr(exc, "keep_progress", False):
+                    tx.commit(str(exc))  # e.g. push --all stops at a patch that does not apply
+                else:
+                    tx.rollback()
+            raise
+        else:
+            if _ACTIVE.get(line.root) is tx:
+                tx.commit()
+
+
+# ---------------------------------------------------------------- undo and the log
+
+@dataclass(frozen=True)
+class Entry:
+    sha: str
+    op: str
+    summary: str
+    date: str
+    undoes: str | None
+
+
+def log(line: Line) -> list[Entry]:
+    """The line's operations, newest first."""
+    repo = work_repo(line)
+    if repo is None or _log_head(repo) is None:
+        return []
+    entries = []
+    for commit in repo.iter_commits(LOG_REF, first_parent=True):
+        if "before" not in [t.name for t in commit.tree.trees]:
+            break  # the first entry's first parent is its own "before" snapshot
+        op, _, summary = commit.message.partition("\n\n")
+        undoes = next((l.split(": ", 1)[1] for l in summary.splitlines() if l.startswith("Undoes: ")), None)
+        entries.append(Entry(commit.hexsha, op.strip(), summary.strip(), commit.committed_datetime.isoformat(),
+                             undoes))
+    return entries
+
+
+def undo(root: Path) -> Entry:
+    """Restore the state before the newest operation not yet undone. Returns that operation."""
+    line = line_of(root)
+    with line_lock(line.root, "`undo`"):
+        recover(line)
+        if rebase_in_progress(line):
+            raise UserError("a rebase is in progress", f"use `{line.command('rebase', '--abort')}` to undo it")
+        target = _undo_target(log(line))
+        if target is None:
+            raise UserError("there is nothing to undo", "no operation of this tool is recorded for this line")
+        repo = work_repo(line)
+        was, now = entry_states(repo, target.sha)
+        current = snapshot.capture(line, repo)
+        _refuse_changed_since(line, target, now, current, was)
+        # what the entry did not change stays as it is now
+        restored = replace(was if not was.same_work_tree(now) else current, files=dict(current.files),
+                           gitlink=was.gitlink if was.gitlink != now.gitlink else current.gitlink)
+        for path in _touched(was, now):
+            if path in was.files:
+                restored.files[path] = was.files[path]
+            else:
+                restored.files.pop(path, None)
+        with _signals_held():
+            record(line, repo, f"undo {target.op}", f"Undoes: {target.sha}", current, restored)
+        return target
+
+
+def _undo_target(entries: list[Entry]) -> Entry | None:
+    undone = set()
+    for entry in entries:
+        if entry.undoes:
+            undone.add(entry.undoes)
+        elif entry.sha not in undone:
+            return entry
+    return None
+
+
+def _touched(before: State, after: State) -> set[str]:
+    """The managed files an entry changed."""
+    return {p for p in set(before.files) | set(after.files) if before.files.get(p) != after.files.get(p)}
+
+
+def _refuse_changed_since(line: Line, target: Entry, after: State, current: State, before: State) -> None:
+    for path in sorted(_touched(before, after)):
+        if after.files.get(path) != current.files.get(path):
+            raise UserError(f"{path} changed since `{target.op}`; undo would overwrite it",
+                            f"commit it or move it aside, then rerun `{line.command('undo')}`")
+    if before.gitlink != after.gitlink and after.gitlink != current.gitlink:
+        raise UserError(f"the {line.submodule} gitlink changed since `{target.op}`",
+                        "restore it, then rerun undo")
+    if not before.same_work_tree(after) and after.head and not current.same_work_tree(after):
+        raise UserError(f"{line.root / WORK_TREE} changed since `{target.op}`; undo would overwrite it",
+                        "fold the edits into a patch (`refresh`, `new NAME`) or discard them, then rerun undo")

@@ -1,0 +1,277 @@
+"""The tool never loses or corrupts a maintainer's work (docs/reliability.md), on real git
+repositories and synthetic releases served from 127.0.0.1, through the CLI as a user runs it."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import git
+import pytest
+
+from helpers import REPO_ROOT, assert_one_line_error, run_cli
+from sglpatch.lock import line_lock
+from test_rebase import RUNNER, V2, env, make_repo, snapshot  # noqa: F401  (env is a fixture)
+
+KIMI = "python/sglang/srt/models/kimi_k25.py"
+OTHER = "python/sglang/srt/other.py"
+
+
+def work(root: Path) -> Path:
+    return root / "build" / "src"
+
+
+def ok(result: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
+    assert result.returncode == 0, result.stderr
+    return result
+
+
+def prepared(env, kinds=("clean", "moved")) -> Path:
+    root = make_repo(env, list(kinds))
+    ok(run_cli(root, "prepare", env=env["env"]))
+    return root
+
+
+# ---------------------------------------------------------------- the rebase journal
+
+def stopped_at_conflict(env) -> Path:
+    root = make_repo(env, ["clean", "conflict", "moved"])
+    result = run_cli(root, "rebase", "--onto", "1.1.0", env=env["env"])
+    assert result.returncode == 1 and "stopped at 0002-conflict.patch" in result.stdout, result.stderr
+    return root
+
+
+def test_queue_commands_during_a_rebase_name_the_rebase_not_git(env):
+    root = stopped_at_conflict(env)
+    for command in (["pop"], ["push"], ["refresh"], ["export"], ["new", "0009-x"], ["prepare"], ["undo"]):
+        line = assert_one_line_error(run_cli(root, *command, env=env["env"]), "rebase")
+        assert "git am" not in line, line
+        assert "rebase --abort" in line, line
+    status = ok(run_cli(root, "status", env=env["env"]))
+    assert "a rebase is in progress" in status.stdout and "rebase --continue" in status.stdout
+    assert "<<<<<<<" in (work(root) / RUNNER).read_text(), "the conflict is still there"
+
+
+def test_continue_after_a_hand_run_am_abort_refuses_and_abort_restores(env):
+    before = snapshot(make_repo(env, ["clean", "conflict", "moved"]))
+    root = env["root"]
+    assert run_cli(root, "rebase", "--onto", "1.1.0", env=env["env"]).returncode == 1
+    git.Repo(work(root)).git.am("--abort")  # what the old `pop` told the maintainer to do
+    line = assert_one_line_error(run_cli(root, "rebase", "--continue", env=env["env"]),
+                                 "0002-conflict.patch", "no longer in progress")
+    assert "--skip" in line and "--abort" in line
+    assert snapshot(root) == before, "nothing was written"
+    ok(run_cli(root, "rebase", "--abort", env=env["env"]))
+    assert snapshot(root) == before
+
+
+def test_continue_refuses_a_head_that_is_not_the_resolution(env):
+    root = stopped_at_conflict(env)
+    repo = git.Repo(work(root))
+    repo.git.am("--abort")
+    (work(root) / OTHER).write_text("VALUE = 'something else'\n")
+    repo.git.commit("-qam", "an unrelated commit")
+    line = assert_one_line_error(run_cli(root, "rebase", "--continue", env=env["env"]),
+                                 "not a resolution of 0002-conflict.patch", "an unrelated commit")
+    assert "--abort" in line
+
+
+def test_a_resolution_committed_by_hand_with_git_am_continue_is_accepted(env):
+    root = stopped_at_conflict(env)
+    repo = git.Repo(work(root))
+    (work(root) / RUNNER).write_text(V2[RUNNER].replace("line 10 upstream\n", "line ten upstream\n"))
+    repo.git.add("--all")
+    repo.git.am("--continue")
+    report = json.loads(ok(run_cli(root, "rebase", "--continue", "--json", env=env["env"])).stdout)
+    assert [(p["name"], p["verdict"]) for p in report["patches"]] == [
+        ("0001-clean.patch", "clean"), ("0002-conflict.patch", "merged"), ("0003-moved.patch", "merged")]
+    for name in ("0001-clean.patch", "0002-conflict.patch", "0003-moved.patch"):
+        text = (root / "patches" / name).read_text()
+        assert name.split("-", 1)[1].split(".")[0] + ": change" in text, f"{name} holds its own patch"
+    assert "+line ten upstream" in (root / "patches" / "0002-conflict.patch").read_text()
+
+
+def test_resolving_to_upstreams_version_is_obsolete_and_the_rest_pair_by_identity(env):
+    root = stopped_at_conflict(env)
+    (work(root) / RUNNER).write_text(V2[RUNNER])  # the maintainer takes upstream's side
+    report = json.loads(ok(run_cli(root, "rebase", "--continue", "--json", env=env["env"])).stdout)
+    assert {p["name"]: p["verdict"] for p in report["patches"]} == {
+        "0001-clean.patch": "clean", "0002-conflict.patch": "obsolete", "0003-moved.patch": "merged"}
+    assert not (root / "patches" / "0002-conflict.patch").exists()
+    assert "moved: change" in (root / "patches" / "0003-moved.patch").read_text()
+    assert "line thirty" in (root / "patches" / "0003-moved.patch").read_text()
+
+
+def test_a_rebase_onto_an_older_release_is_refused_before_anything_changes(env):
+    root = make_repo(env, ["clean"])
+    env["index"].publish("sglang-0.9.0.tar.gz", b"not even read")
+    before = snapshot(root)
+    assert_one_line_error(run_cli(root, "rebase", "--onto", "0.9.0", env=env["env"]), "older than the pinned 1.0.0")
+    assert_one_line_error(run_cli(root, "rebase", "--onto", "1.0.0.0", env=env["env"]), "already on SGLang 1.0.0.0")
+    assert snapshot(root) == before and not (root / "build").exists()
+
+
+def test_a_rebase_refuses_to_start_over_an_uncommitted_patch_file(env):
+    root = make_repo(env, ["clean", "moved"])
+    patch = root / "patches" / "0002-moved.patch"
+    patch.write_text(patch.read_text().replace("Why this change exists.", "My uncommitted words."))
+    before = snapshot(root)
+    assert_one_line_error(run_cli(root, "rebase", "--onto", "1.1.0", env=env["env"]),
+                          "patches/0002-moved.patch", "not committed")
+    assert snapshot(root) == before
+    git.Repo(root).git.commit("-qam", "my words")
+    ok(run_cli(root, "rebase", "--onto", "1.1.0", env=env["env"]))
+    assert "My uncommitted words." in patch.read_text()
+
+
+def test_an_uncommitted_changelog_edit_survives_a_rebase(env):
+    root = make_repo(env, ["clean"])
+    (root / "CHANGELOG.md").write_text("# Changelog\n\n## [Unreleased]\n\n### Added\n- my own note\n")
+    ok(run_cli(root, "rebase", "--onto", "1.1.0", env=env["env"]))
+    text = (root / "CHANGELOG.md").read_text()
+    assert "- my own note" in text and "Rebased onto SGLang 1.1.0" in text
+
+
+# ---------------------------------------------------------------- nothing uncommitted is overwritten
+
+@pytest.mark.parametrize("command", [["refresh"], ["export"]])
+def test_writers_refuse_an_uncommitted_patch_file_and_keep_the_edits(env, command):
+    root = prepared(env)
+    patch = root / "patches" / "0002-moved.patch"
+    mine = patch.read_text().replace("Why this change exists.", "Edited by hand, not committed.")
+    patch.write_text(mine)
+    (work(root) / RUNNER).write_text((work(root) / RUNNER).read_text() + "work tree edit\n")
+    line = assert_one_line_error(run_cli(root, *command, env=env["env"]),
+                                 "patches/0002-moved.patch", "not committed")
+    assert "git add patches/0002-moved.patch" in line
+    assert patch.read_text() == mine
+    assert (work(root) / RUNNER).read_text().endswith("work tree edit\n"), "the work tree is as it was"
+    git.Repo(root).git.commit("-qam", "keep my edit")  # the twin: committed, it may be replaced
+    ok(run_cli(root, *command, env=env["env"]))
+    assert "Edited by hand" not in patch.read_text()
+
+
+def test_new_refuses_to_replace_an_untracked_file_of_the_same_name(env):
+    root = prepared(env)
+    mine = root / "patches" / "0003-extra.patch"
+    mine.write_text("my draft, never committed\n")
+    (work(root) / OTHER).write_text("VALUE = 3\n")
+    assert_one_line_error(run_cli(root, "new", "0003-extra", "-m", "extra\n\nUpstream-Status: Pending\n"
+                                  "Drop-When: upstream>=9\n", env=env["env"]), "patches/0003-extra.patch")
+    assert mine.read_text() == "my draft, never committed\n"
+    assert (work(root) / OTHER).read_text() == "VALUE = 3\n"
+    assert "0003-extra.patch" not in (root / "patches" / "series").read_text()
+
+
+def test_the_tools_own_output_may_be_refreshed_again_without_a_commit(env):
+    root = prepared(env)
+    for value in ("VALUE = 10\n", "VALUE = 11\n"):
+        ok(run_cli(root, "pop", env=env["env"]))
+        (work(root) / OTHER).write_text(value)
+        ok(run_cli(root, "refresh", env=env["env"]))
+        ok(run_cli(root, "push", env=env["env"]))
+    assert "+VALUE = 11" in (root / "patches" / "0001-clean.patch").read_text()
+
+
+def test_new_keeps_the_series_comments_options_and_parked_entries(env):
+    root = prepared(env)
+    series = root / "patches" / "series"
+    series.write_text("# synthetic series\n0001-clean.patch -p1  # kept as is\n\n# parked:\n"
+                      "# 0007-parked.patch\n0002-moved.patch\n")
+    git.Repo(root).git.commit("-qam", "series with comments")
+    ok(run_cli(root, "pop", env=env["env"]))
+    (work(root) / KIMI).write_text("class KimiK25:\n    pass\n")
+    ok(run_cli(root, "new", "0001b-between", "-m", "between\n\nUpstream-Status: Pending\n"
+               "Drop-When: upstream>=9\n", env=env["env"]))
+    text = series.read_text()
+    assert "0001-clean.patch -p1  # kept as is" in text
+    assert "# 0007-parked.patch" in text and "# parked:" in text
+    assert text.index("0001-clean.patch") < text.index("0001b-between.patch") < text.index("0002-moved.patch")
+
+
+# ---------------------------------------------------------------- undo and the log
+
+def test_undo_steps_back_through_refresh_and_pop_exactly(env):
+    root = prepared(env)
+    start = snapshot(root)
+    (work(root) / RUNNER).write_text((work(root) / RUNNER).read_text() + "refreshed in\n")
+    edited = (work(root) / RUNNER).read_text()
+    ok(run_cli(root, "refresh", env=env["env"]))
+    after_refresh = snapshot(root)
+    assert after_refresh != start
+    ok(run_cli(root, "pop", env=env["env"]))
+    assert "pop" in ok(run_cli(root, "undo", env=env["env"])).stdout
+    assert snapshot(root) == after_refresh
+    assert "refresh" in ok(run_cli(root, "undo", env=env["env"])).stdout
+    assert snapshot(root) == start
+    assert (work(root) / RUNNER).read_text() == edited, "the edits are uncommitted again, not lost"
+    assert git.Repo(work(root)).is_dirty()
+    log = json.loads(ok(run_cli(root, "log", "--json", env=env["env"])).stdout)["entries"]
+    assert [e["op"] for e in log[:4]] == ["undo refresh", "undo pop", "pop", "refresh"]
+
+
+def test_undo_refuses_when_a_file_changed_since_and_when_there_is_nothing(env):
+    root = make_repo(env, ["clean"])
+    assert_one_line_error(run_cli(root, "undo", env=env["env"]), "nothing to undo")
+    ok(run_cli(root, "prepare", env=env["env"]))
+    (work(root) / OTHER).write_text("VALUE = 5\n")
+    ok(run_cli(root, "refresh", env=env["env"]))
+    patch = root / "patches" / "0001-clean.patch"
+    patch.write_text(patch.read_text() + "\n")
+    assert_one_line_error(run_cli(root, "undo", env=env["env"]), "patches/0001-clean.patch", "changed since `refresh`")
+    assert patch.read_text().endswith("\n\n")
+
+
+def test_undo_of_a_finished_rebase_returns_to_the_old_pin(env):
+    root = make_repo(env, ["clean", "moved", "textual"])
+    before = snapshot(root)
+    ok(run_cli(root, "rebase", "--onto", "1.1.0", "--commit", "2" * 40, env=env["env"]))
+    assert snapshot(root) != before
+    ok(run_cli(root, "undo", env=env["env"]))
+    assert snapshot(root) == before
+
+
+# ---------------------------------------------------------------- one writer at a time
+
+def test_a_second_writer_on_the_same_line_is_refused_with_one_line(env):
+    root = prepared(env)
+    with line_lock(root, "`build.py image`"):
+        for command in (["push"], ["pop"], ["build"], ["rebase", "--onto", "1.1.0"], ["undo"]):
+            assert_one_line_error(run_cli(root, *command, env=env["env"]),
+                                  "another `build.py image` is running", f"pid {os.getpid()}")
+        ok(run_cli(root, "status", env=env["env"]))  # readers are not writers
+    ok(run_cli(root, "pop", env=env["env"]))
+
+
+# ---------------------------------------------------------------- interrupts
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_an_interrupted_push_exits_130_and_leaves_the_line_as_before(env, sig):
+    root = prepared(env)
+    ok(run_cli(root, "pop", "--all", env=env["env"]))
+    (work(root) / KIMI).write_text("an uncommitted edit\n")
+    ok(run_cli(root, "new", "0003-kimi", "-m", "kimi\n\nUpstream-Status: Pending\nDrop-When: upstream>=9\n",
+               env=env["env"]))
+    ok(run_cli(root, "pop", "--all", env=env["env"]))
+    before = snapshot(root)
+    head = git.Repo(work(root)).head.commit.hexsha
+    hook = Path(git.Repo(work(root)).git_dir) / "hooks" / "pre-applypatch"
+    hook.parent.mkdir(exist_ok=True)
+    # as a terminal's Ctrl-C or a scheduler's stop: the signal reaches the whole process group
+    hook.write_text(f"#!/bin/sh\nkill -{int(sig)} -$(ps -o pgid= $PPID | tr -d ' ')\nsleep 5\n")
+    hook.chmod(0o755)
+    child = subprocess.Popen([sys.executable, str(REPO_ROOT / "build.py"), "--root", str(root), "push", "--all"],
+                             stderr=subprocess.PIPE, text=True, start_new_session=True,
+                             env={**os.environ, **env["env"]})
+    _, err = child.communicate(timeout=120)
+    hook.unlink()
+    assert child.returncode == 130, err
+    assert "nothing was lost" in err and "Traceback" not in err
+    assert snapshot(root) == before
+    assert git.Repo(work(root)).head.commit.hexsha == head
+    assert not (Path(git.Repo(work(root)).git_dir) / "rebase-apply").exists()
+    ok(run_cli(root, "push", "--all", env=env["env"]))
