@@ -223,11 +223,11 @@ def write_gitlink(line: Line, gitlink: str) -> None:
 def restore_worktree(repo: git.Repo, target: State, current: State) -> None:
     """Make the work tree, HEAD, branch and base exactly ``target``'s; ``current`` is the state
     it is in now (its untracked files are known, so files ``target`` lacks are removed)."""
-    if not target.head:
-        return
     with _git(repo):
         if (Path(repo.git_dir) / "rebase-apply").exists():
-            repo.git.am("--quit")
+            repo.git.am("--quit")  # only our own commands run git am here
+        if not target.head:
+            return  # the work tree was new: what the command left is rebuilt by the next prepare
         if current.worktree_tree:
             repo.git.read_tree("--reset", "-u", current.worktree_tree)
         repo.git.read_tree("--reset", "-u", target.worktree_tree)

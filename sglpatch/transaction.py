@@ -468,6 +468,9 @@ def undo(root: Path) -> Entry:
         if target is None:
             raise UserError("there is nothing to undo", "no operation of this tool is recorded for this line")
         repo = work_repo(line)
+        if (Path(repo.git_dir) / "rebase-apply").exists():
+            raise UserError(f"a `git am` started by hand is in progress in {repo.working_tree_dir}",
+                            "finish it (`git am --continue`) or abort it (`git am --abort`) there, then rerun undo")
         was, now = entry_states(repo, target.sha)
         current = snapshot.capture(line, repo)
         _refuse_changed_since(line, target, now, current, was)
