@@ -5,6 +5,9 @@ import sys
 
 try:
     from sglpatch.cli import main
+except KeyboardInterrupt:  # Ctrl-C while Python loads the tool: nothing has started
+    print("error: interrupted; nothing was lost: nothing had started", file=sys.stderr)
+    sys.exit(130)
 except ImportError as exc:  # a missing dependency or tool is an install step, not a crash
     if "git executable" in str(exc):
         print("error: the git program was not found on PATH: install git (e.g. apt-get install git)",

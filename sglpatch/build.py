@@ -66,7 +66,7 @@ def prepare_tree(root: Path) -> tuple[Pin, Series, str, PatchQueue]:
     say(f"upstream: SGLang {pin.version} ({pin.commit or 'no commit pinned'})")
     base = source.prepare(pin, root)
     queue = PatchQueue(root)
-    with transaction(root, "prepare"):  # one step to undo: the fresh tree and every patch on it
+    with transaction(root, "prepare", create=True):  # one step to undo: the fresh tree and every patch on it
         queue.reset_to(source.open_mirror(), base)
         for name in queue.push(all=True):
             say(f"applied {name}")

@@ -6,6 +6,7 @@ import argparse
 import functools
 import inspect
 import json
+import re
 import signal
 import sys
 from pathlib import Path
@@ -235,6 +236,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except git.GitCommandError as exc:
         said = [l.strip().strip("'") for l in (exc.stderr or "").replace("stderr: '", "").splitlines() if l.strip()]
+        lock = next((m for l in said for m in [re.search(r"'?(/\S+\.lock)'?", l)] if m), None)
+        if lock:
+            print(f"error: git found {lock.group(1)}: another git command is running there, or one was killed: "
+                  f"if none runs, remove it (`rm {lock.group(1)}`) and rerun", file=sys.stderr)
+            return 2
         print(f"error: git {exc.command[1] if len(exc.command) > 1 else ''} failed: "
               f"{said[-1] if said else exc.status}: nothing was lost; rerun, or run `build.py undo`",
               file=sys.stderr)
@@ -256,4 +262,6 @@ def _after_interrupt(args) -> str:
                     f"`{line.command('rebase', '--abort')}` returns to the state before the rebase")
     except Exception:  # the message must never fail
         pass
+    if transaction.COMPLETED:
+        return f"`{transaction.COMPLETED[-1]}` had completed before the interrupt took effect"
     return "the line is as it was before the command; rerun it"

@@ -2,8 +2,10 @@
 
 Every command that writes a line's state (its pin, series, work tree, rebase, dist/ or image)
 holds that line's lock for its whole run; a second one refuses with one line naming the holder.
-The lock is an ``flock`` on a file, so a killed holder releases it with its process. Re-entrant
-within one process: `image` runs the build, which takes the same lock.
+The lock is a POSIX record lock (``lockf``) on a file: a killed holder releases it with its
+process, and unlike ``flock`` it is not inherited by processes the holder forks (the contract
+check's workers), so orphaned children never keep a line locked. Re-entrant within one process:
+`image` runs the build, which takes the same lock.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ _HELD: dict[Path, list] = {}  # lock file -> [open file, depth]
 
 
 @contextlib.contextmanager
-def exclusive(path: Path, what: str, wait: bool = False):
+def exclusive(path: Path, what: str, wait: bool = False, where: str = "in this checkout"):
     """Hold the lock file ``path`` for ``what`` (e.g. "`build.py push`"); refuse if another
     process holds it, or with ``wait`` wait for it (saying so once on stderr)."""
     path = Path(path).resolve()
@@ -33,9 +35,13 @@ def exclusive(path: Path, what: str, wait: bool = False):
             held[1] -= 1
         return
     path.parent.mkdir(parents=True, exist_ok=True)
-    fh = open(path, "a+")
     try:
-        _acquire(fh, path, what, wait)
+        fh = open(path, "a+")
+    except OSError as exc:
+        raise UserError(f"cannot open the lock file {path} ({exc.strerror})",
+                        f"remove it (`rm {path}`) and rerun") from None
+    try:
+        _acquire(fh, path, what, wait, where)
         fh.seek(0)
         fh.truncate()
         fh.write(f"{os.getpid()} {what}\n")
@@ -47,25 +53,25 @@ def exclusive(path: Path, what: str, wait: bool = False):
             del _HELD[path]
             fh.seek(0)
             fh.truncate()
-            fcntl.flock(fh, fcntl.LOCK_UN)
+            fcntl.lockf(fh, fcntl.LOCK_UN)
     finally:
         fh.close()
 
 
-def _acquire(fh, path: Path, what: str, wait: bool) -> None:
+def _acquire(fh, path: Path, what: str, wait: bool, where: str) -> None:
     try:
-        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.lockf(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         return
-    except BlockingIOError:
+    except (BlockingIOError, PermissionError):
         pass
     fh.seek(0)
     pid, _, theirs = (fh.read().strip() or "? a command").partition(" ")
-    holder = f"another {theirs or 'command'} is running in this checkout (pid {pid})"
+    holder = f"another {theirs or 'command'} is running {where} (pid {pid})"
     if not wait:
         raise UserError(f"cannot run {what} now: {holder}",
                         f"wait for it to finish, then rerun (lock: {path})") from None
     print(f"waiting: {holder}", file=sys.stderr, flush=True)
-    fcntl.flock(fh, fcntl.LOCK_EX)
+    fcntl.lockf(fh, fcntl.LOCK_EX)
 
 
 def line_lock(root: Path, what: str):

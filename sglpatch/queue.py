@@ -18,7 +18,8 @@ from .errors import UserError
 from .gitenv import git_env
 from .series import PATCH_DIR, Series, parse_patch, read_series, read_series_names, render_series, series_path
 from .snapshot import BASE_REF
-from .transaction import WORK_TREE, transaction
+from .line import line_of
+from .transaction import WORK_TREE, checked_repo, transaction
 
 BRANCH = "patched"
 
@@ -41,10 +42,10 @@ class PatchQueue:
     @property
     def repo(self) -> git.Repo:
         if self._repo is None:
+            prepare = line_of(self.root).command("prepare")
             if not (self.path / ".git").exists():
-                raise UserError(f"no work tree at {self.path}",
-                                "run `python build.py` (or `python build.py prepare`) first")
-            self._repo = git.Repo(self.path)
+                raise UserError(f"no work tree at {self.path}", f"run `{prepare}` first")
+            self._repo = checked_repo(self.path, prepare)
         return self._repo
 
     def _git(self):
@@ -56,7 +57,7 @@ class PatchQueue:
         Refuses when that would lose anything: uncommitted edits, or applied commits that differ
         from their patch files.
         """
-        with transaction(self.root, "prepare"):
+        with transaction(self.root, "prepare", create=True):
             if self._has_head():
                 self.refuse_foreign_am()
                 self.ensure_clean("rebuild the work tree")
@@ -244,6 +245,8 @@ class PatchQueue:
                 self.series().get(target)  # an unknown name is named as such
             self.ensure_clean("pop")
             applied = self.applied_names()
+            if target is not None and target not in applied:
+                raise UserError(f"{target} is not applied", "nothing to pop")
             if not applied:
                 return []
             if all:

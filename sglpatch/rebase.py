@@ -81,7 +81,16 @@ class State:
     @classmethod
     def load(cls, root: Path) -> State | None:
         path = root / STATE_DIR / "state.json"
-        return cls(**json.loads(path.read_text())) if path.exists() else None
+        if not path.exists():
+            return None
+        try:
+            state = cls(**json.loads(path.read_text()))
+            [(p["name"], p["sha256"]) for p in state.patches]  # noqa: B018  (shape check)
+            return state
+        except (ValueError, TypeError, KeyError, UnicodeDecodeError):
+            raise UserError(f"the rebase journal {path} is damaged",
+                            f"`{line_of(root).command('rebase', '--abort')}` returns to the state "
+                            "before the rebase") from None
 
     def verdicts(self) -> list[dict]:
         return [{k: s[k] for k in ("name", "verdict", "detail", "files")} for s in self.steps]
@@ -101,6 +110,9 @@ def start(root: Path, onto: str, commit: str | None = None, dry_run: bool = Fals
     if version < Version(pin.version):
         raise UserError(f"SGLang {onto} is older than the pinned {pin.version}",
                         "a rebase only moves a line forward; start an older line with `lines --add`")
+    if commit is not None and not re.fullmatch(r"[0-9a-f]{40}", commit):
+        raise UserError(f"--commit '{commit}' is not a full commit id (40 hex digits)",
+                        "give the upstream commit of the release, e.g. from `git ls-remote`")
     if dry_run:
         series = read_series(root)
         old_base = source.prepare(pin, root)
@@ -144,10 +156,17 @@ def resume(root: Path, action: str) -> dict:
     if not rebase_in_progress(line):
         raise UserError("no rebase is in progress", "start one with `rebase --onto VERSION`")
     with resumed(root, f"rebase --{action}") as tx:
-        state = State.load(root)
         queue = PatchQueue(root)
         if action == "abort":
+            try:
+                state = State.load(root)
+            except UserError:
+                state = None  # a damaged journal does not stop the way back
             return abort(root, queue, tx, state)
+        state = State.load(root)
+        if state is None and (root / STATE_DIR / "patches").is_dir():
+            raise UserError(f"the rebase journal {root / STATE_DIR / 'state.json'} is missing",
+                            f"`{line.command('rebase', '--abort')}` returns to the state before the rebase")
         if state is None or state.new_base is None:  # killed before its first step
             abort(root, queue, tx, state)
             raise UserError(f"`{tx.op}` was interrupted before its first step; the line is as it was before it",
@@ -424,7 +443,10 @@ def _finish(root: Path, queue: PatchQueue, state: State, tx) -> dict:
     _stage_pin(root, state, tx)
     line = line_of(root)
     changelog = line.repo / CHANGELOG
-    text = changelog.read_text() if changelog.exists() else None
+    try:
+        text = changelog.read_text(encoding="utf-8") if changelog.exists() else None
+    except UnicodeDecodeError:
+        raise UserError(f"{changelog} is not UTF-8 text", "save it as UTF-8, then rerun `rebase --continue`") from None
     tx.write(changelog, with_entry(text, "Changed", _changelog_line(line, state.onto, names, dropped)),
              whole=False)
     tx.preflight()  # refuse before the work tree moves, so a rerun of --continue can finish

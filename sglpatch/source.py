@@ -249,7 +249,8 @@ def open_mirror() -> git.Repo:
 
 def _mirror_lock(version: str):
     """One importer at a time: two processes importing into one mirror must not interleave."""
-    return exclusive(cache_dir() / "mirror.lock", f"importing SGLang {version}", wait=True)
+    return exclusive(cache_dir() / "mirror.lock", f"import of SGLang {version}", wait=True,
+                     where=f"on the shared cache {cache_dir()}")
 
 
 @contextlib.contextmanager

@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import sys
 from dataclasses import dataclass, field, replace
@@ -61,6 +62,9 @@ def boundary(name: str) -> None:
             os.kill(os.getpid(), signal.SIGKILL)
 
 
+COMPLETED: list[str] = []  # what committed while Ctrl-C waited: the CLI says so, not "as before"
+
+
 @contextlib.contextmanager
 def _signals_held():
     """Ctrl-C and SIGTERM wait until a commit or roll-back step is complete."""
@@ -73,13 +77,31 @@ def _signals_held():
 
 
 def work_repo(line: Line, create: bool = False) -> git.Repo | None:
+    """The line's work tree repository; with ``create``, a new one where there is none yet."""
     path = line.root / WORK_TREE
     if (path / ".git").exists():
-        return git.Repo(path)
+        return checked_repo(path, line.command("prepare"))
     if not create:
         return None
+    if path.exists() and any(path.iterdir()):  # files without their repository: someone's work
+        raise UserError(f"{path} holds files but no git repository (.git is gone)",
+                        f"move it aside (`mv {path} {path}.saved`), then run `{line.command('prepare')}`")
     path.mkdir(parents=True, exist_ok=True)
     return git.Repo.init(path)
+
+
+def checked_repo(path: Path, prepare: str) -> git.Repo:
+    """``path``'s own repository: a damaged .git must never let git fall through to the
+    repository around it (the user's checkout)."""
+    try:
+        repo = git.Repo(path)
+        top = repo.git.rev_parse("--show-toplevel")
+    except (git.exc.InvalidGitRepositoryError, git.GitCommandError):
+        top = None
+    if top is None or Path(top).resolve() != Path(path).resolve():
+        raise UserError(f"{path}/.git is damaged (git does not recognise it as a repository)",
+                        f"move {path} aside (`mv {path} {path}.saved`), then run `{prepare}`")
+    return repo
 
 
 def _git(repo):
@@ -94,12 +116,23 @@ def _journal_path(line: Line) -> Path:
 
 def read_journal(line: Line) -> dict | None:
     path = _journal_path(line)
+    damaged = UserError(f"{path} is damaged", f"move it aside (`mv {path} {path}.bad`) and rerun")
     try:
-        return json.loads(path.read_text())
+        data = json.loads(path.read_text())
     except FileNotFoundError:
         return None
-    except ValueError:
-        raise UserError(f"{path} is damaged", f"move it aside (`mv {path} {path}.bad`) and rerun") from None
+    except (ValueError, UnicodeDecodeError):
+        raise damaged from None
+    needs = {"running": "start", "rebase": "start", "committing": "entry"}
+    if not isinstance(data, dict) or data.get("phase") not in needs or not isinstance(data.get("op"), str) \
+            or not re.fullmatch(r"[0-9a-f]{40}", str(data.get(needs[data["phase"]]))):
+        raise damaged
+    repo = work_repo(line)
+    try:
+        repo.git.cat_file("-e", f"{data[needs[data['phase']]]}^{{commit}}")
+    except (AttributeError, git.GitCommandError):
+        raise damaged from None
+    return data
 
 
 def _write_journal(line: Line, data: dict | None) -> None:
@@ -246,8 +279,10 @@ def _written(repo: git.Repo) -> dict[str, str]:
 
 # ---------------------------------------------------------------- begin / record / apply
 
-def begin(line: Line, op: str, durable: bool = False) -> Transaction:
-    repo = work_repo(line, create=True)
+def begin(line: Line, op: str, durable: bool = False, create: bool = False) -> Transaction:
+    repo = work_repo(line, create=create)
+    if repo is None:
+        raise UserError(f"no work tree at {line.root / WORK_TREE}", f"run `{line.command('prepare')}` first")
     state = snapshot.capture(line, repo)
     start = _commit_state(repo, state, f"sglpatch: before {op}")
     _write_journal(line, {"op": op, "phase": "rebase" if durable else "running", "start": start})
@@ -291,6 +326,7 @@ def record(line: Line, repo: git.Repo, op: str, summary: str, before: State, aft
         entry = repo.git.commit_tree(tree, *parents, "-m", f"{op}\n\n{summary}".rstrip() + "\n")
     _write_journal(line, {"op": op, "phase": "committing", "entry": entry})
     apply(line, repo, entry)
+    COMPLETED.append(op)
     return entry
 
 
@@ -401,7 +437,7 @@ def rebase_in_progress(line: Line) -> dict | None:
 
 
 @contextlib.contextmanager
-def transaction(root: Path, op: str, durable: bool = False):
+def transaction(root: Path, op: str, durable: bool = False, create: bool = False):
     """Run ``op`` on the line at ``root`` as one transaction (joins one already open here)."""
     line = line_of(root)
     active = _ACTIVE.get(line.root)
@@ -415,19 +451,27 @@ def transaction(root: Path, op: str, durable: bool = False):
             raise UserError(f"a rebase is in progress on the {line.label()} (`{journal['op']}`)",
                             f"finish it with `{line.command('rebase', '--continue')}` or "
                             f"`--skip`, or undo it with `{line.command('rebase', '--abort')}`")
-        tx = begin(line, op, durable)
+        tx = begin(line, op, durable, create)
         try:
             yield tx
+            if _ACTIVE.get(line.root) is tx:
+                tx.commit()
         except BaseException as exc:
             if _ACTIVE.get(line.root) is tx:  # neither committed nor suspended
                 if getattr(exc, "keep_progress", False):
-                    tx.commit(str(exc))  # e.g. push --all stops at a patch that does not apply
+                    _commit_or_roll_back(tx, str(exc))  # push --all stops at a patch that does not apply
                 else:
                     tx.rollback()
             raise
-        else:
-            if _ACTIVE.get(line.root) is tx:
-                tx.commit()
+
+
+def _commit_or_roll_back(tx: Transaction, summary: str) -> None:
+    try:
+        tx.commit(summary)
+    except BaseException:
+        if _ACTIVE.get(tx.line.root) is tx:
+            tx.rollback()
+        raise
 
 
 # ---------------------------------------------------------------- undo and the log
@@ -467,6 +511,10 @@ def undo(root: Path) -> Entry:
         target = _undo_target(log(line))
         if target is None:
             raise UserError("there is nothing to undo", "no operation of this tool is recorded for this line")
+        if target.op.endswith("(aborted)"):  # its before/ is a rebase's half-way work tree
+            raise UserError(f"`{target.op}` cannot be undone: it would bring back a rebase half-way",
+                            f"its work tree is kept: `git -C {line.root / WORK_TREE} diff "
+                            f"{target.sha}^2` shows it")
         repo = work_repo(line)
         if (Path(repo.git_dir) / "rebase-apply").exists():
             raise UserError(f"a `git am` started by hand is in progress in {repo.working_tree_dir}",

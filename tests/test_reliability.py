@@ -275,3 +275,112 @@ def test_an_interrupted_push_exits_130_and_leaves_the_line_as_before(env, sig):
     assert git.Repo(work(root)).head.commit.hexsha == head
     assert not (Path(git.Repo(work(root)).git_dir) / "rebase-apply").exists()
     ok(run_cli(root, "push", "--all", env=env["env"]))
+
+
+# ---------------------------------------------------------------- found by a bad-input probe
+
+def test_a_refused_refresh_rolls_back_and_later_edits_survive(env):
+    root = prepared(env)
+    patch = root / "patches" / "0002-moved.patch"
+    patch.write_text(patch.read_text() + "#hand edit\n")
+    (work(root) / RUNNER).write_text((work(root) / RUNNER).read_text() + "edit A\n")
+    assert_one_line_error(run_cli(root, "refresh", env=env["env"]), "not committed")
+    assert not (root / "build" / "transaction.json").exists(), "no half-done transaction is left"
+    assert len(list(git.Repo(work(root)).iter_commits("refs/sglpatch/base..HEAD"))) == 2
+    (work(root) / OTHER).write_text("VALUE = 'edit B'\n")
+    ok(run_cli(root, "status", env=env["env"]))
+    assert (work(root) / OTHER).read_text() == "VALUE = 'edit B'\n"
+    assert (work(root) / RUNNER).read_text().endswith("edit A\n")
+
+
+def test_a_work_tree_without_its_git_directory_is_never_overwritten(env):
+    root = prepared(env)
+    (work(root) / RUNNER).write_text("precious\n")
+    import shutil
+    shutil.rmtree(work(root) / ".git")
+    assert_one_line_error(run_cli(root, "prepare", env=env["env"]), "no git repository", "mv ")
+    assert (work(root) / RUNNER).read_text() == "precious\n"
+
+
+def test_a_damaged_work_tree_git_dir_never_reaches_the_users_repository(env):
+    root = prepared(env)
+    outer = git.Repo(root)
+    branches, status = outer.git.branch(), outer.git.status("--short")
+    (work(root) / ".git" / "HEAD").write_text("garbage\n")
+    for command in (["prepare"], ["status"], ["pop"]):
+        assert_one_line_error(run_cli(root, *command, env=env["env"]), ".git is damaged")
+    assert outer.git.branch() == branches and outer.git.status("--short") == status
+
+
+@pytest.mark.parametrize("journal", ["[]", "{x", '{"op": "push"}',
+                                     '{"op": "push", "phase": "running", "start": "' + "1" * 40 + '"}',
+                                     '{"op": "push", "phase": "later", "start": "' + "1" * 40 + '"}'])
+def test_a_damaged_transaction_journal_is_one_line_naming_it(env, journal):
+    root = prepared(env)
+    (root / "build" / "transaction.json").write_text(journal)
+    for command in (["status"], ["pop"], ["undo"]):
+        assert_one_line_error(run_cli(root, *command, env=env["env"]), "transaction.json is damaged", "mv ")
+
+
+def test_a_damaged_rebase_journal_is_one_line_and_abort_still_works(env):
+    root = make_repo(env, ["clean", "conflict"])
+    before = snapshot(root)
+    assert run_cli(root, "rebase", "--onto", "1.1.0", env=env["env"]).returncode == 1
+    (root / "build" / "rebase" / "state.json").write_text("{x")
+    for command in (["status"], ["rebase", "--continue"], ["rebase", "--skip"]):
+        assert_one_line_error(run_cli(root, *command, env=env["env"]), "rebase journal", "--abort")
+    ok(run_cli(root, "rebase", "--abort", env=env["env"]))
+    assert snapshot(root) == before
+
+
+def test_the_end_of_a_rebase_over_a_non_utf8_changelog_is_one_line_and_resumable(env):
+    root = make_repo(env, ["conflict"])
+    assert run_cli(root, "rebase", "--onto", "1.1.0", env=env["env"]).returncode == 1
+    changelog = root / "CHANGELOG.md"
+    changelog.write_bytes(changelog.read_bytes() + b"\xff\n")
+    assert_one_line_error(run_cli(root, "rebase", "--skip", env=env["env"]), "CHANGELOG.md is not UTF-8")
+    changelog.write_bytes(changelog.read_bytes().replace(b"\xff", b""))
+    ok(run_cli(root, "rebase", "--continue", env=env["env"]))
+
+
+def test_undo_of_an_aborted_rebase_is_refused_and_names_the_kept_work(env):
+    root = make_repo(env, ["clean", "conflict"])
+    assert run_cli(root, "rebase", "--onto", "1.1.0", env=env["env"]).returncode == 1
+    ok(run_cli(root, "rebase", "--abort", env=env["env"]))
+    before = snapshot(root)
+    assert_one_line_error(run_cli(root, "undo", env=env["env"]), "cannot be undone", "git -C")
+    assert snapshot(root) == before
+    ok(run_cli(root, "status", env=env["env"]))
+
+
+def test_more_bad_input_is_one_line(env):
+    root = prepared(env)
+    ok(run_cli(root, "pop", "--all", env=env["env"]))
+    assert_one_line_error(run_cli(root, "pop", "0001-clean.patch", env=env["env"]), "is not applied")
+    assert_one_line_error(run_cli(root, "rebase", "--onto", "1.1.0", "--commit", "zzz", env=env["env"]),
+                          "--commit 'zzz'", "40 hex")
+    assert not (root / "build" / "rebase").exists()
+
+
+def test_commands_before_the_first_prepare_say_to_prepare(env):
+    root = make_repo(env, ["clean"])
+    for command in (["pop"], ["push"], ["refresh"], ["export"], ["status"]):
+        assert_one_line_error(run_cli(root, *command, env=env["env"]), "no work tree", "prepare")
+    assert not (work(root) / ".git").exists()
+
+
+def test_a_killed_writers_forked_workers_do_not_keep_the_line_locked(env):
+    root = prepared(env)
+    script = ("import os, signal, sys, time\n"
+              f"sys.path.insert(0, {str(REPO_ROOT)!r})\n"
+              "from sglpatch.lock import line_lock\n"
+              f"with line_lock({str(root)!r}, '`build.py build`'):\n"
+              "    if os.fork() == 0:\n"
+              "        time.sleep(60); os._exit(0)  # a worker, like the contract check's pool\n"
+              "    os.kill(os.getpid(), signal.SIGKILL)\n")
+    child = subprocess.run([sys.executable, "-c", script], start_new_session=True)
+    assert child.returncode == -9
+    try:
+        ok(run_cli(root, "pop", env=env["env"]))
+    finally:
+        subprocess.run(["pkill", "-f", r"time\.sleep\(60\)"], check=False)
