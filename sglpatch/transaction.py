@@ -399,8 +399,7 @@ def recover(line: Line) -> str | None:
             apply(line, repo, journal["entry"])
         done = f"completed the interrupted `{journal['op']}`"
     else:
-        Transaction(line, repo, journal["op"], journal["start"]).rollback()
-        done = f"rolled back the interrupted `{journal['op']}`"
+        done = _roll_back_killed(line, repo, journal)
     print(f"note: {done}", file=sys.stderr, flush=True)
     return done
 
@@ -429,6 +428,26 @@ def recover_if_idle(root: Path) -> None:
             recover(line)
     except UserError:
         pass  # a writer holds the line; what it leaves is its own business
+
+
+def _roll_back_killed(line: Line, repo: git.Repo, journal: dict) -> str:
+    """Undo what a killed command did to the work tree. The user may have edited it since, so
+    what is rolled back is logged first (`undo` brings it back), and a command that had not
+    moved HEAD yet has nothing to roll back: the files are left as they are."""
+    with _signals_held():
+        start = snapshot.load(repo, repo.git.rev_parse(f"{journal['start']}^{{tree}}"))
+        current = snapshot.capture(line, repo)
+        in_am = (Path(repo.git_dir) / "rebase-apply").exists()
+        if (current.head, current.branch, current.base) == (start.head, start.branch, start.base) and not in_am:
+            _write_journal(line, None)
+            return f"the interrupted `{journal['op']}` had changed nothing"
+        if not start.head:
+            Transaction(line, repo, journal["op"], journal["start"]).rollback()
+        else:
+            target = replace(current, head=start.head, branch=start.branch, base=start.base,
+                             worktree=start.worktree, worktree_tree=start.worktree_tree)
+            record(line, repo, f"roll back the interrupted {journal['op']}", "", current, target)
+        return f"rolled back the interrupted `{journal['op']}` (`undo` shows what it had left)"
 
 
 def rebase_in_progress(line: Line) -> dict | None:
@@ -520,6 +539,9 @@ def undo(root: Path) -> Entry:
             raise UserError(f"a `git am` started by hand is in progress in {repo.working_tree_dir}",
                             "finish it (`git am --continue`) or abort it (`git am --abort`) there, then rerun undo")
         was, now = entry_states(repo, target.sha)
+        if was.head is None and now.head is not None:
+            raise UserError(f"there is nothing to undo: `{target.op}` made the work tree, nothing was before it",
+                            f"to start over, run `{line.command('prepare')}`")
         current = snapshot.capture(line, repo)
         _refuse_changed_since(line, target, now, current, was)
         # what the entry did not change stays as it is now
