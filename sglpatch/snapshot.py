@@ -109,7 +109,10 @@ def _worktree_commit(repo: git.Repo, head: str) -> tuple[str, str]:
         index = Path(tmp) / "index"
         real = Path(repo.git_dir) / "index"
         if real.exists():
-            shutil.copyfile(real, index)  # its stat cache spares re-hashing every file
+            # its stat cache spares re-hashing every file; its mtime must come along, since git
+            # re-reads a file whose mtime is not older than the index (an edit made in the second
+            # of the last checkout, same size, looks clean to an index copied now)
+            shutil.copy2(real, index)
         with _git(repo, GIT_INDEX_FILE=str(index)):
             if not real.exists():
                 repo.git.read_tree(head)
