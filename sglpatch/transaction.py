@@ -362,16 +362,22 @@ def apply(line: Line, repo: git.Repo, entry: str) -> None:
     if before.gitlink != after.gitlink:
         snapshot.write_gitlink(line, after.gitlink)
         boundary("gitlink")
-    written = _written(repo)
-    for path in touched:
-        if path in after.files:
-            written[path] = after.files[path].split()[1]
-        else:
-            written.pop(path, None)
-    snapshot.write_file(Path(repo.git_dir) / _WRITTEN, json.dumps(written, indent=1, sort_keys=True).encode())
+    _mark_written(repo, after, touched)
     with _git(repo):
         repo.git.update_ref(LOG_REF, entry)
     _write_journal(line, None)
+
+
+def _mark_written(repo: git.Repo, state: State, paths: set[str]) -> None:
+    """Remember ``paths`` as this tool wrote them in ``state``, so its own later commands may
+    replace them before the user commits them."""
+    written = _written(repo)
+    for path in paths:
+        if path in state.files:
+            written[path] = state.files[path].split()[1]
+        else:
+            written.pop(path, None)
+    snapshot.write_file(Path(repo.git_dir) / _WRITTEN, json.dumps(written, indent=1, sort_keys=True).encode())
 
 
 def record_created(root: Path, op: str, paths: list[Path]) -> str:
@@ -395,9 +401,7 @@ def recover(line: Line) -> str | None:
         return None
     repo = work_repo(line)
     if journal["phase"] == "committing":
-        with _signals_held():
-            apply(line, repo, journal["entry"])
-        done = f"completed the interrupted `{journal['op']}`"
+        done = _roll_forward_killed(line, repo, journal)
     else:
         done = _roll_back_killed(line, repo, journal)
     print(f"note: {done}", file=sys.stderr, flush=True)
@@ -448,6 +452,55 @@ def _roll_back_killed(line: Line, repo: git.Repo, journal: dict) -> str:
                              worktree=start.worktree, worktree_tree=start.worktree_tree)
             record(line, repo, f"roll back the interrupted {journal['op']}", "", current, target)
         return f"rolled back the interrupted `{journal['op']}` (`undo` shows what it had left)"
+
+
+def _roll_forward_killed(line: Line, repo: git.Repo, journal: dict) -> str:
+    """Complete a command killed after its commit point. The user may have edited the line
+    since: as if the command had finished first, a file edited since stays as the user left it
+    and work tree edits are replayed over the command's work tree. When the replay conflicts,
+    the work tree as found is logged first, so `undo` brings it back."""
+    op, entry = journal["op"], journal["entry"]
+    with _signals_held():
+        before, after = entry_states(repo, entry)
+        current = snapshot.capture(line, repo)
+        touched = _touched(before, after)
+        kept = {p for p in touched if current.files.get(p) not in (before.files.get(p), after.files.get(p))}
+        edited = bool(after.head) and current.worktree_tree not in (before.worktree_tree, after.worktree_tree)
+        if not kept and not edited:
+            apply(line, repo, entry)
+            return f"completed the interrupted `{op}`"
+        with _git(repo):
+            repo.git.update_ref(LOG_REF, entry)  # the command happened; the edits came after it
+        _mark_written(repo, after, touched - kept)
+        target = replace(after, files={p: v for p, v in after.files.items() if p not in kept})
+        target.files.update({p: current.files[p] for p in kept if p in current.files})
+        replayed = _replay_edits(repo, before, after, current) if edited else None
+        if replayed:
+            target = replace(target, worktree=replayed[0], worktree_tree=replayed[1])
+        record(line, repo, f"complete the interrupted {op}", "", current, target)
+    if replayed and replayed[2]:
+        return (f"completed the interrupted `{op}`; the work tree edits made since conflict with it: "
+                f"resolve the conflict markers in {', '.join(replayed[2])} "
+                f"(`{line.command('undo')}` restores the work tree as it was)")
+    return f"completed the interrupted `{op}`, keeping the edits made since"
+
+
+def _replay_edits(repo: git.Repo, before: State, after: State, current: State) -> tuple[str, str, list[str]]:
+    """``after``'s work tree with the edits made over ``before``'s since: a three-way merge of
+    the work tree trees, as (commit, tree, files left with conflict markers)."""
+    with _git(repo):
+        base = repo.git.commit_tree(before.worktree_tree, "-m", "sglpatch: before")
+        ours = repo.git.commit_tree(after.worktree_tree, "-p", base, "-m", "sglpatch: after")
+        theirs = repo.git.commit_tree(current.worktree_tree, "-p", base, "-m", "sglpatch: edited")
+        status, out, err = repo.git.merge_tree("--write-tree", "--name-only", ours, theirs,
+                                               with_extended_output=True, with_exceptions=False)
+        if status not in (0, 1):
+            raise git.GitCommandError(["git", "merge-tree"], status, err)
+        tree, _, rest = out.partition("\n")
+        conflicted = sorted(set(rest.partition("\n\n")[0].split())) if status else []
+        if tree == after.worktree_tree:
+            return after.worktree, tree, conflicted
+        return repo.git.commit_tree(tree, "-p", after.head, "-m", "sglpatch: work tree"), tree, conflicted
 
 
 def rebase_in_progress(line: Line) -> dict | None:

@@ -295,6 +295,52 @@ def test_an_interrupted_push_exits_130_and_leaves_the_line_as_before(env, sig):
     ok(run_cli(root, "push", "--all", env=env["env"]))
 
 
+def killed(root: Path, env, at: str, *command: str) -> None:
+    result = run_cli(root, *command, env={**env["env"], "SGLPATCH_CRASH_AT": at})
+    assert result.returncode == -signal.SIGKILL, result.stderr
+
+
+@pytest.mark.parametrize("at", ["journal:committing", "file:patches/0002-moved.patch"])
+def test_edits_made_after_a_kill_past_the_commit_point_survive_its_completion(env, at):
+    root = prepared(env)
+    (work(root) / RUNNER).write_text((work(root) / RUNNER).read_text() + "edit A\n")
+    killed(root, env, at, "refresh")
+    patch = root / "patches" / "0002-moved.patch"
+    mine = patch.read_text() + "# my note\n"
+    patch.write_text(mine)  # the user goes on: the file refresh was writing, and the work tree
+    (work(root) / OTHER).write_text("VALUE = 'edit B'\n")
+    result = ok(run_cli(root, "status", env=env["env"]))
+    assert "completed the interrupted `refresh`, keeping the edits made since" in result.stderr
+    assert patch.read_text() == mine
+    assert (work(root) / OTHER).read_text() == "VALUE = 'edit B'\n"
+    assert (work(root) / RUNNER).read_text().endswith("edit A\n")
+    assert "+edit A" in git.Repo(work(root)).git.show("HEAD"), "refresh itself completed"
+    assert not (root / "build" / "transaction.json").exists()
+
+
+def test_a_kill_past_the_commit_point_without_later_edits_completes_the_command(env):
+    root = prepared(env)  # the twin: nothing edited since, so the command's own result stands
+    (work(root) / RUNNER).write_text((work(root) / RUNNER).read_text() + "edit A\n")
+    killed(root, env, "journal:committing", "refresh")
+    assert "+edit A" not in (root / "patches" / "0002-moved.patch").read_text()
+    result = ok(run_cli(root, "status", env=env["env"]))
+    assert "completed the interrupted `refresh`\n" in result.stderr
+    assert "+edit A" in (root / "patches" / "0002-moved.patch").read_text()
+
+
+def test_work_tree_edits_that_conflict_with_a_killed_pop_keep_both_sides_and_undo_restores(env):
+    root = prepared(env)
+    killed(root, env, "journal:committing", "pop")
+    (work(root) / RUNNER).write_text("rewritten by hand after the kill\n")
+    result = ok(run_cli(root, "status", env=env["env"]))
+    assert f"resolve the conflict markers in {RUNNER}" in result.stderr, result.stderr
+    merged = (work(root) / RUNNER).read_text()
+    assert "<<<<<<<" in merged and "rewritten by hand after the kill" in merged
+    assert len(list(git.Repo(work(root)).iter_commits("refs/sglpatch/base..HEAD"))) == 1, "pop completed"
+    ok(run_cli(root, "undo", env=env["env"]))
+    assert (work(root) / RUNNER).read_text() == "rewritten by hand after the kill\n"
+
+
 # ---------------------------------------------------------------- found by a bad-input probe
 
 def test_a_refused_refresh_rolls_back_and_later_edits_survive(env):
