@@ -16,7 +16,8 @@ import git
 
 from .errors import UserError
 from .gitenv import git_env
-from .series import PATCH_DIR, Series, parse_patch, read_series, read_series_names, render_series, series_path
+from .series import (PATCH_DIR, Series, commit_matches_patch, parse_patch, read_series, read_series_names,
+                     render_series, series_path)
 from .snapshot import BASE_REF
 from .line import line_of
 from .transaction import WORK_TREE, checked_repo, transaction
@@ -111,10 +112,10 @@ class PatchQueue:
                             f"lists {len(names)} patches",
                             "export them with `python build.py new NAME` or drop the extra commits")
         for name, commit in zip(names, commits):
-            subject = parse_patch(self.root / PATCH_DIR / name).subject
-            if commit.summary != subject:
+            patch = parse_patch(self.root / PATCH_DIR / name)
+            if not commit_matches_patch(commit.message, patch):
                 raise UserError(f"commit '{commit.summary}' in {self.path} does not match "
-                                f"patch {name} ('{subject}')",
+                                f"patch {name} ('{patch.subject}')",
                                 "the work tree history diverged from the series; export or reset it")
         return names[: len(commits)]
 

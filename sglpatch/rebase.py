@@ -36,7 +36,8 @@ from .line import Line, all_lines, find_line, line_of
 from .lock import line_lock
 from .pin import PIN_FILE, Artifact, read_pin, render_pin, validate_version
 from .queue import BASE_REF, BRANCH, PatchQueue, format_patch
-from .series import PATCH_DIR, PatchEntry, parse_patch, read_series, render_series, series_path
+from .series import (PATCH_DIR, PatchEntry, commit_matches_patch, parse_patch, read_series, render_series,
+                     series_path)
 from .snapshot import read_gitlink
 from .transaction import boundary, rebase_in_progress, resumed, transaction
 
@@ -266,8 +267,8 @@ def _continue(queue: PatchQueue, state: State) -> None:
         _record_step(state, Verdict(name, "obsolete", "the resolution left no change"), None)
         return
     commit = queue.repo.commit(head)
-    subject = parse_patch(queue.root / STATE_DIR / "patches" / name).subject
-    if [p.hexsha for p in commit.parents] != [before] or commit.summary != subject:
+    patch = parse_patch(queue.root / STATE_DIR / "patches" / name)
+    if [p.hexsha for p in commit.parents] != [before] or not commit_matches_patch(commit.message, patch):
         raise UserError(f"HEAD in {queue.path} is {head[:12]} ('{commit.summary}'), not a resolution of {name} "
                         f"on top of {before[:12]}", "put HEAD back, `rebase --skip`, or `rebase --abort`")
     _record_step(state, Verdict(name, "merged", "conflict resolved by the maintainer",

@@ -224,6 +224,24 @@ def parse_patch(path: Path) -> PatchEntry:
     )
 
 
+def am_subject(subject: str) -> str:
+    """The subject ``git am`` gives the commit it makes from a patch with this subject (after
+    `git mailinfo`): whitespace runs collapsed, leading ``[...]`` tags and ``Re:`` dropped."""
+    subject = " ".join(subject.split())
+    while True:
+        stripped = re.sub(r"^(\[[^\]]*\]|[Rr][Ee]:)\s*", "", subject)
+        if stripped == subject:
+            return subject
+        subject = stripped
+
+
+def commit_matches_patch(message: str, patch: PatchEntry) -> bool:
+    """Whether a commit (its whole message) is the one ``git am`` makes or made from ``patch``;
+    the commit's subject is its first paragraph, as `git format-patch` reads it."""
+    first_paragraph = message.strip().split("\n\n", 1)[0]
+    return am_subject(first_paragraph) == am_subject(patch.subject)
+
+
 def _header_value(header: str, key: str, path: Path) -> str | None:
     lines = header.splitlines()
     for i, line in enumerate(lines):

@@ -417,6 +417,17 @@ def test_undo_of_an_aborted_rebase_is_refused_and_names_the_kept_work(env):
     ok(run_cli(root, "status", env=env["env"]))
 
 
+def test_a_subject_git_am_rewrites_is_still_its_own_patch(env):
+    root = prepared(env)  # a tag and a two-line first paragraph: git am makes "tagged subject"
+    (work(root) / KIMI).write_text("class KimiK25:\n    pass\n")
+    ok(run_cli(root, "new", "0003-rfc", "-m", "[RFC] tagged\nsubject\n\nbody\n\nUpstream-Status: Pending\n"
+               "Drop-When: upstream>=9\n", env=env["env"]))
+    for command in (["status"], ["pop"], ["push"], ["status"]):
+        ok(run_cli(root, *command, env=env["env"]))
+    assert git.Repo(work(root)).head.commit.summary == "tagged subject"
+    assert "+ 0003-rfc.patch" in run_cli(root, "status", env=env["env"]).stdout
+
+
 def test_more_bad_input_is_one_line(env):
     root = prepared(env)
     ok(run_cli(root, "pop", "--all", env=env["env"]))

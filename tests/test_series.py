@@ -334,3 +334,35 @@ if given is not None:
 else:
     def test_render_series_property_hypothesis():
         pytest.skip("hypothesis is not installed; the seeded cases cover the same property")
+
+
+SUBJECTS = [
+    "kimi: plain subject",
+    "[RFC] tagged",
+    "[RFC][v2]  tags and   runs of spaces",
+    "Re: [PATCH] a reply",
+    "first line of a paragraph\nand its second line",
+    "\u00fcnicode subject \u2014 with a dash",
+    "ends with a bracket [v0.5.10]",
+]
+
+
+@pytest.mark.parametrize("subject", SUBJECTS)
+def test_a_commit_matches_its_patch_before_and_after_git_am(tmp_path, subject):
+    """The subject rule is git's own: checked against real `git format-patch` and `git am`."""
+    from sglpatch.series import commit_matches_patch
+    import git
+    repo = git.Repo.init(tmp_path / "r")
+    repo.git.commit("--allow-empty", "-qm", "base")
+    (tmp_path / "r" / "f").write_text("a\n")
+    repo.git.add("f")
+    repo.git.commit("-qm", f"{subject}\n\nbody\n")
+    made = repo.head.commit
+    (patch_file,) = repo.git.format_patch("-1", "-o", str(tmp_path / "out")).splitlines()
+    repo.git.checkout("-q", "HEAD~1")
+    repo.git.am("-q", patch_file)
+    patch = parse_patch(tmp_path / "r" / patch_file)
+    assert commit_matches_patch(made.message, patch), "the commit the patch was made from"
+    assert commit_matches_patch(repo.head.commit.message, patch), "the commit git am made from it"
+    # the negative twin: another subject does not match
+    assert not commit_matches_patch("another subject\n\nbody\n", patch)
