@@ -23,6 +23,9 @@ from .queue import PatchQueue
 from .series import read_series_names
 
 ROOT = Path(__file__).resolve().parent.parent
+# git's words for an object store that lost or garbled objects (git fsck's and read errors)
+_DAMAGED = re.compile(r"bad (tree )?object|unable to read (tree|sha1 file)|missing (blob|tree|commit)|"
+                      r"is corrupt|corrupt (loose|pack)|invalid object|broken link")
 
 
 def emit(args, data: dict, text: str) -> None:
@@ -240,6 +243,13 @@ def main(argv: list[str] | None = None) -> int:
         if lock:
             print(f"error: git found {lock.group(1)}: another git command is running there, or one was killed: "
                   f"if none runs, remove it (`rm {lock.group(1)}`) and rerun", file=sys.stderr)
+            return 2
+        damage = next((l for l in said if _DAMAGED.search(l)), None)
+        if damage:
+            work = Path(args.root) / "build" / "src"
+            print(f"error: git found a damaged repository ({damage}): `git -C {work} fsck` shows the damage; "
+                  f"save what you need from {work}, move it aside and run `python build.py prepare` "
+                  "(patches/ is untouched)", file=sys.stderr)
             return 2
         print(f"error: git {exc.command[1] if len(exc.command) > 1 else ''} failed: "
               f"{said[-1] if said else exc.status}: nothing was lost; rerun, or run `build.py undo`",

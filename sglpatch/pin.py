@@ -284,6 +284,9 @@ def _load(path: Path) -> tuple[str, tomlkit.TOMLDocument]:
     try:
         data = path.read_bytes()
     except FileNotFoundError:
+        if (path.parent / "patches").is_dir():  # a line whose pin is gone, not the wrong directory
+            raise UserError(f"no pin file at {path}: the line lists patches but not the release they apply to",
+                            f"restore it (`git -C {path.parent} checkout -- {path.name}`)") from None
         raise UserError(f"no pin file at {path}", "run from the repository root") from None
     text = decode_utf8(data, path, "save the pin file as UTF-8")
     try:

@@ -16,8 +16,8 @@ import git
 
 from .errors import UserError
 from .gitenv import git_env
-from .series import (PATCH_DIR, Series, commit_matches_patch, parse_patch, read_series, read_series_names,
-                     render_series, series_path)
+from .series import (PATCH_DIR, Series, commit_matches_patch, message_break, parse_patch, read_series,
+                     read_series_names, render_series, series_path)
 from .snapshot import BASE_REF
 from .line import line_of
 from .transaction import WORK_TREE, checked_repo, transaction
@@ -93,12 +93,13 @@ class PatchQueue:
         try:
             return self.repo.commit(BASE_REF)
         except (git.BadName, ValueError):
-            raise UserError(f"{self.path} has no {BASE_REF}", "run `python build.py` to rebuild it") from None
+            raise UserError(f"{self.path} has lost its base ref {BASE_REF}, which marks the release under the "
+                            "patches", "rebuild the work tree with `python build.py prepare`") from None
 
     # ------------------------------------------------------------ state
 
     def applied_commits(self) -> list[git.Commit]:
-        commits = list(self.repo.iter_commits(f"{BASE_REF}..HEAD", first_parent=True))
+        commits = list(self.repo.iter_commits(f"{self.base.hexsha}..HEAD", first_parent=True))
         return commits[::-1]
 
     def series(self) -> Series:
@@ -281,6 +282,7 @@ class PatchQueue:
                 raise UserError(f"{self.path} has no edits to put in a new patch",
                                 "edit files in the work tree first, then run `new NAME`")
             applied = self.applied_names()
+            _refuse_message_break(message or "", name, "indent that line of the message, then rerun")
             self._commit(message or _template(name))
             position = names.index(applied[-1]) + 1 if applied else 0
             names.insert(position, name)
@@ -317,6 +319,7 @@ class PatchQueue:
     def export_one(self, commit: git.Commit, name: str, tx) -> Path:
         """Stage ``commit`` as the patch file ``name`` in the transaction ``tx``."""
         path = self.root / PATCH_DIR / name
+        _refuse_message_break(commit.message, name, f"indent it (`git -C {self.path} commit --amend`), then rerun")
         text = self.format_patch(commit)
         if not path.exists() or path.read_bytes() != text.encode():
             tx.write(path, text)
@@ -334,6 +337,14 @@ def format_patch(repo: git.Repo, commit: str) -> str:
             "--stdout", "--zero-commit", "--no-signature", "--full-index", "--no-numbered",
             "--subject-prefix=PATCH", "--no-renames", "--diff-algorithm=myers",
             "-1", commit, strip_newline_in_stdout=False)
+
+
+def _refuse_message_break(message: str, name: str, hint: str) -> None:
+    cut = message_break(message)
+    if cut:
+        line = message.splitlines()[cut - 1]
+        raise UserError(f"line {cut} of the message of {name} ('{line[:40]}') is where `git am` would start "
+                        "the diff, so the patch would not apply again", hint)
 
 
 def _template(name: str) -> str:

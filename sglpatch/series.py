@@ -235,6 +235,16 @@ def am_subject(subject: str) -> str:
         subject = stripped
 
 
+def message_break(message: str) -> int | None:
+    """The 1-based line of a commit message at which `git am` would take the diff to begin
+    (git mailinfo's patchbreak: ``diff -``, ``Index: ``, ``--- NAME`` or a ``---`` line), so a
+    patch made from it would not apply again; None when there is none."""
+    for number, line in enumerate(message.splitlines(), 1):
+        if line.startswith(("diff -", "Index: ")) or re.match(r"---( \S|\s*$)", line):
+            return number
+    return None
+
+
 def commit_matches_patch(message: str, patch: PatchEntry) -> bool:
     """Whether a commit (its whole message) is the one ``git am`` makes or made from ``patch``;
     the commit's subject is its first paragraph, as `git format-patch` reads it."""

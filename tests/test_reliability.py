@@ -437,6 +437,43 @@ def test_more_bad_input_is_one_line(env):
     assert not (root / "build" / "rebase").exists()
 
 
+def test_a_lost_base_ref_and_a_damaged_object_store_are_named_with_the_way_out(env):
+    root = prepared(env)
+    ok(run_cli(root, "status", env=env["env"]))  # the twin: intact, status works
+    objects = Path(git.Repo(work(root)).git_dir) / "objects"
+    base = git.Repo(work(root)).git.rev_parse("refs/sglpatch/base")
+    git.Repo(work(root)).git.update_ref("-d", "refs/sglpatch/base")
+    for command in ("status", "pop", "refresh"):
+        assert_one_line_error(run_cli(root, command, env=env["env"]), "lost its base ref", "prepare")
+    git.Repo(work(root)).git.update_ref("refs/sglpatch/base", base)
+    head_tree = git.Repo(work(root)).head.commit.tree.hexsha
+    (objects / head_tree[:2] / head_tree[2:]).unlink()
+    line = assert_one_line_error(run_cli(root, "status", env=env["env"]), "damaged repository", "fsck")
+    assert head_tree in line or "HEAD" in line
+
+
+def test_a_message_git_am_would_cut_is_refused_before_it_becomes_a_patch(env):
+    root = prepared(env)
+    (work(root) / KIMI).write_text("class KimiK25:\n    pass\n")
+    trailers = "\n\nUpstream-Status: Pending\nDrop-When: upstream>=9\n"
+    for bad in ("example:\ndiff --git a/x b/x", "a separator\n---\nafter it", "Index: foo.py"):
+        assert_one_line_error(run_cli(root, "new", "0003-x", "-m", f"subject\n\n{bad}{trailers}", env=env["env"]),
+                              "where `git am` would start the diff")
+        assert not (root / "patches" / "0003-x.patch").exists()
+        assert (work(root) / KIMI).read_text() == "class KimiK25:\n    pass\n"
+    # the twin: the same text indented is a message, and the patch round-trips through git am
+    ok(run_cli(root, "new", "0003-x", "-m", f"subject\n\n    diff --git a/x b/x\n ---{trailers}", env=env["env"]))
+    ok(run_cli(root, "pop", env=env["env"]))
+    ok(run_cli(root, "push", env=env["env"]))
+    assert "diff --git a/x b/x" in git.Repo(work(root)).head.commit.message
+
+
+def test_a_missing_pin_says_to_restore_it(env):
+    root = prepared(env)
+    (root / "upstream.toml").unlink()
+    assert_one_line_error(run_cli(root, "build", env=env["env"]), "no pin file", "checkout -- upstream.toml")
+
+
 def test_commands_before_the_first_prepare_say_to_prepare(env):
     root = make_repo(env, ["clean"])
     for command in (["pop"], ["push"], ["refresh"], ["export"], ["status"]):
