@@ -499,6 +499,11 @@ def _report(root: Path, state: State, conflict: Verdict | None = None) -> dict:
 # ---------------------------------------------------------------- bump rehearsal
 
 VERDICT_MARKS = {"clean": "clean", "merged": "merged", "conflict": "CONFLICT", "obsolete": "obsolete"}
+NEEDS_A_MAINTAINER = {"conflict", "suspect"}  # a dry run or rehearsal with one of these exits 1
+
+
+def needs_a_maintainer(patches: list[dict]) -> bool:
+    return any(p["verdict"] in NEEDS_A_MAINTAINER for p in patches)
 
 
 def rehearse(root: Path, releases: list[str] | None = None, progress=say) -> dict:
@@ -544,7 +549,7 @@ def rehearse_handler(args) -> int:
         print(json.dumps({"lines": results}, indent=2))
     else:
         print("\n\n".join(format_rehearsal(r) for r in results))
-    return 0
+    return 1 if any(needs_a_maintainer(r["patches"]) for line in results for r in line["releases"]) else 0
 
 
 # ---------------------------------------------------------------- CLI
@@ -583,7 +588,7 @@ def handler(args) -> int:
         print(json.dumps(data, indent=2))
     else:
         print(format_report(data))
-    return 1 if "stopped" in data else 0
+    return 1 if "stopped" in data or (data.get("dry_run") and needs_a_maintainer(data["patches"])) else 0
 
 
 def format_report(data: dict) -> str:

@@ -188,6 +188,16 @@ def test_dry_run_reports_all_verdicts_and_changes_nothing(env):
     assert not (root / "build").exists()
 
 
+def test_a_dry_run_exits_1_when_a_patch_conflicts_and_0_when_none_does(env):
+    root = make_repo(env, ["clean", "conflict"])
+    result = run_cli(root, "rebase", "--onto", "1.1.0", "--dry-run", env=env["env"])
+    assert result.returncode == 1 and "conflict" in result.stdout, result.stderr
+    assert not (root / "build").exists()
+    twin = make_repo({**env, "root": env["root"].parent / "twin"}, ["clean", "moved"])
+    result = run_cli(twin, "rebase", "--onto", "1.1.0", "--dry-run", env=env["env"])
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
 def test_bad_targets_are_one_line_errors(env):
     root = make_repo(env, ["clean"])
     assert_one_line_error(run_cli(root, "rebase", "--onto", "1.0.0", env=env["env"]), "already on SGLang 1.0.0")
@@ -282,7 +292,7 @@ def test_rehearse_dry_runs_every_line_onto_every_newer_release(env):
     assert run_cli(root, "--line", "next", "rebase", "--skip", env=env["env"]).returncode == 0
     before = snapshot(root)
     result = run_cli(root, "rehearse", "--json", env=env["env"])
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 1, "a conflict in any release: a scheduled job fails on it"
     lines = {r["line"]: r for r in json.loads(result.stdout)["lines"]}
     production = lines["production"]
     assert production["from"] == "1.0.0" and [r["onto"] for r in production["releases"]] == ["1.1.0", "1.2.0"]
@@ -291,7 +301,9 @@ def test_rehearse_dry_runs_every_line_onto_every_newer_release(env):
         {"clean": "obsolete", "conflict": "conflict", "textual": "obsolete"}]
     assert lines["next"]["from"] == "1.1.0" and [r["onto"] for r in lines["next"]["releases"]] == ["1.2.0"]
     assert snapshot(root) == before, "a rehearsal changes nothing"
-    text = run_cli(root, "--line", "next", "rehearse", "1.0.0", "1.2.0", env=env["env"]).stdout
+    result = run_cli(root, "--line", "next", "rehearse", "1.0.0", "1.2.0", env=env["env"])
+    assert result.returncode == 0, "the twin: nothing needs a maintainer, exit 0"
+    text = result.stdout
     # 1.0.0 is older than the line's pin: left out
     assert text == ("next line: SGLang 1.1.0 -> each newer release (dry runs)\n"
                     "patch             1.2.0\n"
