@@ -339,7 +339,8 @@ def _verified_tag(mirror: git.Repo, version: str, pin: Pin | None, pinned: Artif
     commit = _tag_commit(mirror, tag)
     if commit is None:
         return None
-    problem = _commit_problem(mirror, commit) or _provenance_problem(mirror, commit, tag, pin, pinned)
+    problem = (_commit_problem(mirror, commit) or _format_problem(mirror, commit)
+               or _provenance_problem(mirror, commit, tag, pin, pinned))
     if problem is None:
         return commit
     _note(f"{tag} in the mirror {problem}: importing it again")
@@ -393,7 +394,18 @@ def _commit_problem(mirror: git.Repo, commit: str) -> str | None:
     return None
 
 
+# Marks a wheel import that keeps the wheel's executable bits; sdist imports (tar keeps modes)
+# are unchanged, so their commits stay what they were on every machine.
+WHEEL_FORMAT = "Import-Format: 2 (file modes)\n"
 _MADE_FROM = re.compile(r"^Imported from PyPI: (?P<name>\S+)\nsha256: (?P<sha256>[0-9a-f]{64})$", re.M)
+
+
+def _format_problem(mirror: git.Repo, commit: str) -> str | None:
+    message = mirror.git.log("-1", "--format=%B", commit)
+    made_from = _MADE_FROM.search(message)
+    if made_from and made_from["name"].endswith(".whl") and WHEEL_FORMAT not in message:
+        return "was imported from a wheel by an older sglpatch, which lost executable bits"
+    return None
 
 
 def _provenance_problem(mirror: git.Repo, commit: str, tag: str, pin: Pin | None,
@@ -464,6 +476,8 @@ def _extract(artifact: Path, dest: Path) -> None:
             target = dest / name
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(whl.read(name))
+            if (whl.getinfo(name).external_attr >> 16) & 0o111:  # the Unix mode the wheel records
+                target.chmod(0o755)
 
 
 def _commit_tree(mirror: git.Repo, tree: Path, version: str, artifact: Path) -> str:
@@ -474,7 +488,7 @@ def _commit_tree(mirror: git.Repo, tree: Path, version: str, artifact: Path) -> 
         mirror.git.add("--all", "--force", ".")
         tree_sha = mirror.git.write_tree()
         message = (f"SGLang {version}\n\nImported from PyPI: {artifact.name}\n"
-                   f"sha256: {_sha256(artifact)}\n")
+                   f"sha256: {_sha256(artifact)}\n" + (WHEEL_FORMAT if artifact.suffix == ".whl" else ""))
         return mirror.git.commit_tree(tree_sha, "-m", message)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -63,6 +64,28 @@ def test_wheel_only_release_imports_from_its_wheel():
     assert (tree / "python/sglang/srt/models/kimi_k25.py").is_file()
     assert not list((tree / "python").rglob("*.so"))
     assert not list((tree / "python").glob("*.dist-info"))
+
+
+def test_a_wheel_import_keeps_the_executable_bits_the_wheel_records(isolated_cache):
+    """0.5.23 (the latest line's release) ships only wheels; amx_utils.py is executable in them,
+    so a patch to it must say 100755, not turn it into 100644 on re-export."""
+    import os
+    import zipfile
+    latest = read_pin(REPO_ROOT / "lines" / "latest")
+    wheel = latest.artifact("wheel")
+    shared = Path.home() / ".cache" / "sglpatch" / "artifacts" / wheel.filename
+    (isolated_cache / "artifacts").mkdir(parents=True)
+    if shared.exists():  # warm machine: no download; a fresh import into the isolated mirror either way
+        shutil.copy(shared, isolated_cache / "artifacts" / wheel.filename)
+    executable = "sglang/srt/layers/amx_utils.py"
+    path = source.release_artifact("0.5.23", "wheel", latest)
+    assert (zipfile.ZipFile(path).getinfo(executable).external_attr >> 16) & 0o111, "the premise"
+    commit = source.import_release("0.5.23", latest)
+    listing = source.open_mirror().git.ls_tree("-r", commit, "--", f"python/{executable}",
+                                               "python/sglang/srt/models/kimi_k25.py")
+    modes = {path: mode for mode, _, _, path in (line.split(None, 3) for line in listing.splitlines())}
+    assert modes == {f"python/{executable}": "100755", "python/sglang/srt/models/kimi_k25.py": "100644"}
+    assert os.access(source.pristine_tree("0.5.23", latest) / "python" / executable, os.X_OK)
 
 
 def test_second_run_needs_no_network(tmp_path, pinned_commit):
