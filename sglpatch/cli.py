@@ -142,11 +142,15 @@ def cmd_export(args) -> int:
 
 def cmd_lines(args) -> int:
     if args.add:
-        line = add_line(args.repo_root, args.add, args.source)
-        emit(args, {"added": line.name, "directory": str(line.root)},
-             f"added line {line.name} in {line.root.relative_to(args.repo_root)}: a copy of the "
-             f"{args.source} line; move it with `{line.command('rebase', '--onto', 'VERSION')}`")
+        line = add_line(args.repo_root, args.add, args.source, bare=args.bare, release=args.release)
+        what = (f"bare, on SGLang {read_pin(line.root).version}, no patches; add them with "
+                f"`{line.command('new', 'NAME')}`" if args.bare else f"a copy of the {args.source} line")
+        emit(args, {"added": line.name, "directory": str(line.root), "bare": args.bare},
+             f"added line {line.name} in {line.root.relative_to(args.repo_root)}: {what}; "
+             f"move it with `{line.command('rebase', '--onto', 'VERSION')}`")
         return 0
+    if args.bare or args.release:
+        raise UserError("--bare and --release go with --add NAME", "e.g. `python build.py lines --add exp --bare`")
     rows = []
     for line in all_lines(args.repo_root):
         pin = read_pin(line.root)
@@ -203,6 +207,11 @@ def parser() -> argparse.ArgumentParser:
     cmd.add_argument("--add", metavar="NAME", help="start line NAME as a copy of --from's pin and series")
     cmd.add_argument("--from", dest="source", default=PRODUCTION, metavar="LINE",
                      help=f"the line --add copies (default: {PRODUCTION})")
+    cmd.add_argument("--bare", action="store_true",
+                     help="an empty series with none of --from's checks, label or accepted findings; "
+                          "writes no CHANGELOG entries ([series] changelog in its pin)")
+    cmd.add_argument("--release", metavar="VERSION",
+                     help="with --bare: pin this SGLang release from PyPI (default: --from's)")
     for module in _command_modules():
         if len(inspect.signature(module.register_cli).parameters) == 2:
             module.register_cli(sub, common)

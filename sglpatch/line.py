@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import UserError
-from .pin import PIN_FILE, read_pin
+from . import source as releases
+from .pin import PIN_FILE, bare_pin_text, read_pin, validate_version
 from .series import PATCH_DIR
 
 PRODUCTION = "production"
@@ -93,24 +94,36 @@ def validate_name(name: str) -> None:
                         f"(not {', '.join(sorted(_RESERVED))})")
 
 
-def add_line(repo: Path, name: str, source: str = PRODUCTION) -> Line:
+def add_line(repo: Path, name: str, source: str = PRODUCTION, bare: bool = False,
+             release: str | None = None) -> Line:
     """Start line ``name`` as a copy of line ``source``'s pin and series (same release, patches
     and series release), ready for ``rebase --onto``, which moves the pin and restarts the series
-    release at 1."""
+    release at 1. ``bare``: an empty series on ``release`` (default: ``source``'s), with none of
+    ``source``'s checks, label or accepted findings, writing no CHANGELOG entries."""
     validate_name(name)
     origin = find_line(repo, source)
     target = line_dir(repo, name)
     if target.exists():
         raise UserError(f"{target.relative_to(repo)} already exists",
                         f"pick another name, or remove it (`git rm -r {target.relative_to(repo)}`)")
-    read_pin(origin.root)  # refuse to copy a broken pin
+    if release is not None and not bare:
+        raise UserError("--release pins a bare line only",
+                        f"add --bare, or copy the line and move it with `rebase --onto {release}`")
+    pin = read_pin(origin.root)  # refuse to copy a broken pin
+    bare_pin = _bare_pin(target, pin.repo, release or pin.version, name) if bare else None
     target.parent.mkdir(parents=True, exist_ok=True)
     # A private scratch directory, renamed into place: a second `lines --add NAME` at the same
     # time fails on the rename instead of sharing a half-copied directory.
     partial = Path(tempfile.mkdtemp(prefix=f".{name}.", suffix=".part", dir=target.parent))
     try:
-        shutil.copy2(origin.root / PIN_FILE, partial / PIN_FILE)
-        shutil.copytree(origin.root / PATCH_DIR, partial / PATCH_DIR)
+        if bare_pin is None:
+            shutil.copy2(origin.root / PIN_FILE, partial / PIN_FILE)
+            shutil.copytree(origin.root / PATCH_DIR, partial / PATCH_DIR)
+        else:
+            (partial / PIN_FILE).write_text(bare_pin, encoding="utf-8")
+            (partial / PATCH_DIR).mkdir()
+            (partial / PATCH_DIR / "series").write_text(
+                f"# The {name} line's series (quilt format, applied in order with -p1); empty when made.\n")
         partial.rename(target)
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)
@@ -120,5 +133,11 @@ def add_line(repo: Path, name: str, source: str = PRODUCTION) -> Line:
         raise
     from .transaction import record_created  # the transaction module builds on lines
     created = [target / PIN_FILE, *sorted((target / PATCH_DIR).iterdir())]
-    record_created(target, f"lines --add {name} --from {source}", created)
+    record_created(target, f"lines --add {name} " + (f"--bare --release {release or pin.version}" if bare
+                                                      else f"--from {source}"), created)
     return Line(name, target, repo)
+
+
+def _bare_pin(target: Path, repo_url: str, version: str, name: str) -> str:
+    validate_version(version)
+    return bare_pin_text(target / PIN_FILE, repo_url, version, releases.index_artifacts(version), name)

@@ -62,6 +62,8 @@ class Pin:
     accepted: tuple[tuple[str, str], ...] = ()
     # [image] flashinfer: the flashinfer-python the line's image installs; None: the Dockerfile's.
     image_flashinfer: str | None = field(default=None, compare=False)
+    # [series] changelog: whether this line's rebases add entries to the shared CHANGELOG.md
+    changelog: bool = True
     # The versions as PEP 440 sees them: pins of 0.5.9 and 0.5.9.0 are equal (and hash alike).
     _versions: tuple[Version, Version | None] = field(init=False, repr=False)
 
@@ -191,6 +193,8 @@ SCHEMA: dict[str, dict[str, Rule]] = {
         "checks": Rule(_typed(list, "an array", _names),
                        'write an array of check names, e.g. checks = ["eagle3-capture-wiring"]'),
         "accepted": Rule(TABLE, "write [series.accepted] as a table: \"SUBJECT\" = \"why\""),
+        "changelog": Rule(_typed(bool, "a boolean"),
+                          "write changelog = true (rebases of this line add CHANGELOG.md entries) or false"),
     },
     "series.accepted": {
         "*": Rule(_typed(str, "a string"), 'write why the finding is accepted: "SUBJECT" = "why"'),
@@ -355,6 +359,7 @@ def _pin_from(data: dict) -> Pin:
         required_checks=tuple(series.get("checks", ())),
         accepted=tuple(series.get("accepted", {}).items()),
         image_flashinfer=data.get("image", {}).get("flashinfer"),
+        changelog=series.get("changelog", True),
     )
 
 
@@ -380,6 +385,31 @@ def render_pin(root: Path, pin: Pin) -> str:
     series = doc.setdefault("series", tomlkit.table())
     series["local"] = pin.series_local
     series["release"] = pin.series_release
+    text = tomlkit.dumps(doc)
+    _validate(path, text, tomlkit.parse(text).unwrap())
+    return text
+
+
+def bare_pin_text(path: Path, repo: str, version: str, artifacts: tuple[Artifact, ...], local: str) -> str:
+    """A new line's pin on ``version`` carrying nothing of another line: no checks, no accepted
+    findings, its own local label, and no CHANGELOG entries unless the maintainer turns them on."""
+    doc = tomlkit.document()
+    doc.add(tomlkit.comment(f"A bare line's pin (`lines --add --bare`): SGLang {version} with a series of its own."))
+    doc.add(tomlkit.comment("Moved by `rebase --onto VERSION`; verified against the sha256 below on every use."))
+    up = tomlkit.table()
+    up.update({"repo": repo, "version": version, "tag": f"v{version}", "commit": ""})
+    tables = tomlkit.table(is_super_table=True)
+    for a in artifacts:
+        entry = tomlkit.table()
+        entry.update({"filename": a.filename, "sha256": a.sha256})
+        tables[a.kind] = entry
+    up["artifacts"] = tables
+    doc["upstream"] = up
+    series = tomlkit.table()
+    series.update({"local": local, "release": 1, "checks": []})
+    series.add(tomlkit.comment("true: rebases of this line add entries to the repository's CHANGELOG.md"))
+    series["changelog"] = False
+    doc["series"] = series
     text = tomlkit.dumps(doc)
     _validate(path, text, tomlkit.parse(text).unwrap())
     return text

@@ -443,13 +443,8 @@ def _finish(root: Path, queue: PatchQueue, state: State, tx) -> dict:
     tx.write(series_path(root), render_series(root, names), whole=False)
     _stage_pin(root, state, tx)
     line = line_of(root)
-    changelog = line.repo / CHANGELOG
-    try:
-        text = changelog.read_text(encoding="utf-8") if changelog.exists() else None
-    except UnicodeDecodeError:
-        raise UserError(f"{changelog} is not UTF-8 text", "save it as UTF-8, then rerun `rebase --continue`") from None
-    tx.write(changelog, with_entry(text, "Changed", _changelog_line(line, state.onto, names, dropped)),
-             whole=False)
+    if read_pin(root).changelog:  # a line for experiments may keep out of the shared CHANGELOG
+        _stage_changelog(line, _changelog_line(line, state.onto, names, dropped), tx)
     tx.preflight()  # refuse before the work tree moves, so a rerun of --continue can finish
     with queue.repo.git.custom_environment(**git_env()):
         queue.repo.git.update_ref(BASE_REF, state.new_base)
@@ -458,6 +453,15 @@ def _finish(root: Path, queue: PatchQueue, state: State, tx) -> dict:
     tx.commit(_changelog_line(line, state.onto, names, dropped))
     _forget(root, queue.repo)
     return _report(root, state)
+
+
+def _stage_changelog(line: Line, entry: str, tx) -> None:
+    changelog = line.repo / CHANGELOG
+    try:
+        text = changelog.read_text(encoding="utf-8") if changelog.exists() else None
+    except UnicodeDecodeError:
+        raise UserError(f"{changelog} is not UTF-8 text", "save it as UTF-8, then rerun `rebase --continue`") from None
+    tx.write(changelog, with_entry(text, "Changed", entry), whole=False)
 
 
 def _stage_pin(root: Path, state: State, tx) -> None:

@@ -178,6 +178,14 @@ def wheel_kinds(version: str) -> list[str]:
 _CACHED_LISTING: dict[str, list[RemoteFile]] = {}
 
 
+def index_artifacts(version: str) -> tuple[Artifact, ...]:
+    """The release's sdist and wheels as a pin names them, with the sha256 the index publishes
+    (every use verifies the file against it)."""
+    kinds = ["sdist", *wheel_kinds(version)]
+    found = [(kind, _find_remote(version, kind)) for kind in kinds]
+    return tuple(Artifact(kind, remote.filename, remote.sha256) for kind, remote in found if remote)
+
+
 def _find_remote(version: str, kind: str) -> RemoteFile | None:
     if version not in _CACHED_LISTING:
         _CACHED_LISTING[version] = _index_files(version)

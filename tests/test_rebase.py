@@ -6,6 +6,7 @@ is small and made up so that each verdict can be provoked on purpose.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -243,6 +244,53 @@ def test_a_line_rebases_on_its_own_and_production_stays(env):
     listing = json.loads(run_cli(root, "lines", "--json", env=env["env"]).stdout)["lines"]
     assert [(r["line"], r["upstream"], r["version"]) for r in listing] == [
         ("production", "1.0.0", "1.0.0+kimi.3"), ("next", "1.1.0", "1.1.0+kimi.1")]
+
+
+def test_a_bare_line_pins_any_release_and_carries_nothing_of_another_line(env):
+    env["index"].publish("sglang-1.2.0.tar.gz", sdist_bytes("1.2.0", {**V2, OTHER: "VALUE = 2\n"}))
+    root = make_repo(env, ["clean", "moved"])
+    (root / "upstream.toml").write_text((root / "upstream.toml").read_text()
+                                        + '\n[series.accepted]\n"Some.finding" = "production only"\n')
+    git.Repo(root).git.commit("-qam", "production accepts a finding")
+    changelog = (root / "CHANGELOG.md").read_text()
+    result = run_cli(root, "lines", "--add", "exp", "--bare", "--release", "1.1.0", env=env["env"])
+    assert result.returncode == 0, result.stderr
+    line = line_dir(root, "exp")
+    pin = read_pin(line)
+    assert (pin.version, pin.series_local, pin.series_release) == ("1.1.0", "exp", 1)
+    assert (pin.required_checks, pin.accepted, pin.changelog) == ((), (), False)
+    assert [a.kind for a in pin.artifacts] == ["sdist"]
+    assert pin.artifact("sdist").sha256 == hashlib.sha256(
+        env["index"].files["sglang-1.1.0.tar.gz"]).hexdigest()
+    assert read_series_names(line) == []
+    # it works as a line: prepare, a patch of its own, a rebase that leaves CHANGELOG.md alone
+    assert run_cli(root, "--line", "exp", "prepare", env=env["env"]).returncode == 0
+    (line / "build" / "src" / KIMI).write_text("class KimiK25:\n    pass\n")
+    assert run_cli(root, "--line", "exp", "new", "0001-mine", "-m", "mine\n\nUpstream-Status: Pending\n"
+                   "Drop-When: upstream>=9\n", env=env["env"]).returncode == 0
+    git.Repo(root).git.add("--all")
+    git.Repo(root).git.commit("-qm", "the exp line")
+    result = run_cli(root, "--line", "exp", "rebase", "--onto", "1.2.0", env=env["env"])
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert read_pin(line).version == "1.2.0" and read_series_names(line) == ["0001-mine.patch"]
+    assert (root / "CHANGELOG.md").read_text() == changelog, "a bare line keeps out of the CHANGELOG"
+    # the twin: the maintainer turns the entries on, and the next rebase writes one
+    (line / "upstream.toml").write_text((line / "upstream.toml").read_text().replace(
+        "changelog = false", "changelog = true"))
+    git.Repo(root).git.commit("-qam", "exp writes the changelog")
+    env["index"].publish("sglang-1.3.0.tar.gz", sdist_bytes("1.3.0", {**V2, OTHER: "VALUE = 2\n"}))
+    assert run_cli(root, "--line", "exp", "rebase", "--onto", "1.3.0", env=env["env"]).returncode == 0
+    assert "Rebased the exp line onto SGLang 1.3.0" in (root / "CHANGELOG.md").read_text()
+
+
+def test_bad_bare_line_input_is_one_line(env):
+    root = make_repo(env, ["clean"])
+    assert_one_line_error(run_cli(root, "lines", "--add", "exp", "--release", "1.1.0", env=env["env"]),
+                          "--release pins a bare line only")
+    assert_one_line_error(run_cli(root, "lines", "--add", "exp", "--bare", "--release", "7.7.7", env=env["env"]),
+                          "7.7.7 is not on the package index")
+    assert_one_line_error(run_cli(root, "lines", "--bare", env=env["env"]), "go with --add")
+    assert not (root / "lines" / "exp").exists()
 
 
 def test_a_conflict_on_a_line_names_its_work_tree_and_command_and_abort_restores(env):
