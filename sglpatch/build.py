@@ -58,11 +58,18 @@ def validate(series: Series) -> None:
                             "every patch says its Upstream-Status and when it can be dropped")
 
 
-def prepare_tree(root: Path) -> tuple[Pin, Series, str, PatchQueue]:
-    """Import the pinned upstream and apply the whole series into a fresh work tree."""
+def prepare_tree(root: Path, gate: bool = False) -> tuple[Pin, Series, str, PatchQueue]:
+    """Import the pinned upstream and apply the whole series into a fresh work tree. ``gate``:
+    refuse patches whose trailers are missing or unset (the build); otherwise warn, so an
+    imported patch can be applied and rebased before its trailers are known."""
     pin = read_pin(root)
     series = read_series(root)
-    validate(series)
+    if gate:
+        validate(series)
+    else:
+        for patch in series.patches:
+            if problems := trailer_problems(patch):
+                say(f"warning: patch {patch.name}: {'; '.join(problems)} (the build refuses it until then)")
     say(f"upstream: SGLang {pin.version} ({pin.commit or 'no commit pinned'})")
     base = source.prepare(pin, root)
     queue = PatchQueue(root)
@@ -104,7 +111,7 @@ def check_tree(tree: Path, series: Series, pin: Pin) -> None:
 
 
 def build(root: Path) -> BuildResult:
-    pin, series, base, queue = prepare_tree(root)
+    pin, series, base, queue = prepare_tree(root, gate=True)
     check_tree(queue.path, series, pin)
     if not pin.wheels:
         raise UserError(f"upstream.toml pins no wheel of SGLang {pin.version}",

@@ -93,6 +93,8 @@ class PatchQueue:
         try:
             return self.repo.commit(BASE_REF)
         except (git.BadName, ValueError):
+            if not self._has_head():
+                raise UserError(f"{self.path} holds no release yet", "run `python build.py prepare` first") from None
             raise UserError(f"{self.path} has lost its base ref {BASE_REF}, which marks the release under the "
                             "patches", "rebuild the work tree with `python build.py prepare`") from None
 

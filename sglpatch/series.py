@@ -207,6 +207,9 @@ def parse_patch(path: Path) -> PatchEntry:
     if not sep or subject_lines is None or not text.startswith("From "):
         raise UserError(f"{path} is not a git format-patch file (no mail header with a Subject)",
                         "recreate it with `python build.py new` or `git format-patch`")
+    if _header_value(header, "From", path) is None:
+        raise UserError(f"{path} has no From: header, so `git am` has no author for it",
+                        "add `From: Name <email>` under the first line, or import it with `python build.py import`")
     body, _, diff = rest.partition("\n---\n")
     if not _DIFF_FILE.search(diff or rest):
         raise UserError(f"{path} contains no diff", "recreate the patch; an empty patch is not allowed")
@@ -285,6 +288,8 @@ def parse_trailers(body: str) -> dict[str, str]:
 def parse_drop_when(value: str, path: Path) -> tuple[DropCondition, ...]:
     conditions = []
     for item in filter(None, (part.strip() for part in value.split(","))):
+        if item == "unset":  # written by `import`: no condition yet, and the build says so
+            continue
         if item.startswith("check:") and item[6:]:
             conditions.append(DropCondition("check", item[6:]))
         elif item.startswith("upstream>="):
@@ -306,9 +311,14 @@ def trailer_problems(patch: PatchEntry) -> list[str]:
     status = patch.upstream_status
     if not status:
         problems.append("no Upstream-Status: trailer")
+    elif status.split()[0] == "Unset":  # written by `import`, which cannot know it
+        problems.append(f"Upstream-Status is unset (imported): make it one of {', '.join(UPSTREAM_STATUSES)}")
     elif status.split()[0] not in UPSTREAM_STATUSES:
         problems.append(f"Upstream-Status '{status}' is not one of {', '.join(UPSTREAM_STATUSES)}")
-    if not patch.drop_when:
+    if not patch.drop_when and parse_trailers(patch.message).get("Drop-When", "").strip() == "unset":
+        problems.append("Drop-When is unset (imported): say when the patch can be dropped "
+                        "(check:NAME or upstream>=VERSION)")
+    elif not patch.drop_when:
         problems.append("no Drop-When: trailer saying when the patch can be dropped")
     return problems
 
