@@ -474,8 +474,12 @@ def _roll_forward_killed(line: Line, repo: git.Repo, journal: dict) -> str:
         _mark_written(repo, after, touched - kept)
         target = replace(after, files={p: v for p, v in after.files.items() if p not in kept})
         target.files.update({p: current.files[p] for p in kept if p in current.files})
-        replayed = _replay_edits(repo, before, after, current) if edited else None
-        if replayed:
+        replayed = None
+        if edited and (current.head, current.branch) == (after.head, after.branch):
+            # the work tree had reached the command's result: the edits are on top of it as they are
+            target = replace(target, worktree=current.worktree, worktree_tree=current.worktree_tree)
+        elif edited:
+            replayed = _replay_edits(repo, before, after, current)
             target = replace(target, worktree=replayed[0], worktree_tree=replayed[1])
         record(line, repo, f"complete the interrupted {op}", "", current, target)
     if replayed and replayed[2]:

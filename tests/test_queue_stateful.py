@@ -100,6 +100,16 @@ def read_journal(root: Path) -> dict | None:
     return json.loads(path.read_text()) if path.exists() else None
 
 
+def entry_after(root: Path, log0: str | None) -> tuple[str, str] | None:
+    """(sha, operation) of the first log entry made after ``log0``, or None."""
+    head = log_head(root)
+    if not head or head == log0:
+        return None
+    span = f"{log0}..{head}" if log0 else head
+    sha = git_out(root / "build" / "src", "rev-list", "--first-parent", "--reverse", span).split()[0]
+    return sha, git_out(root / "build" / "src", "log", "-1", "--format=%s", sha)
+
+
 def log_head(root: Path) -> str | None:
     src = root / "build" / "src"
     return git_out(src, "rev-parse", "--verify", "-q", transaction.LOG_REF) if (src / ".git").exists() else None
@@ -165,7 +175,7 @@ class Done:
 
     op: str
     before: Snap | None
-    after: Snap
+    after: Snap | None
 
     def touched(self) -> set[str]:
         return {n for n in set(self.before.patches) | set(self.after.patches)
@@ -301,8 +311,10 @@ class QueueMachine(RuleBasedStateMachine):
         try:
             entry = transaction.undo(self.root)
         except UserError as exc:
+            self.recovery_entry(crash, log0)
             self.judge_undo(before, snap(self.root), refused=str(exc), crash=crash)
         else:
+            self.recovery_entry(crash, log0)
             self.judge_undo(before, snap(self.root), undid=entry.op, crash=crash)
 
     @rule()
@@ -318,7 +330,7 @@ class QueueMachine(RuleBasedStateMachine):
         if before is not None:
             assert snap(self.root) == before, "`status`" + after_kill(crash) + " changed: " + \
                 before.differences(snap(self.root))
-        assert log_head(self.root) == log0, "`status` logged an operation"
+        assert log_head(self.root) == self.recovery_entry(crash, log0), "`status` logged an operation"
 
     # ------------------------------------------------------------ the user's own edits
 
@@ -458,6 +470,7 @@ class QueueMachine(RuleBasedStateMachine):
         if op == "undo":
             return self.judge_undo(before, after, refused=refused, undid=None if refused else "?", crash=crash)
         what = f"`{command}`" + after_kill(crash)
+        log0 = self.recovery_entry(crash, log0)
         logged = log1 != log0
         event(f"{op}: " + ("refused" if refused and not logged else "stopped" if refused else "done")
               + (" after a kill" if crash else ""))
@@ -501,6 +514,18 @@ class QueueMachine(RuleBasedStateMachine):
         expect = target.undone(before)
         assert after == expect, f"{what} of `{target.op}` did not restore the state before it: " + \
             expect.differences(after)
+
+    def recovery_entry(self, crash: Crash | None, log0: str | None) -> str | None:
+        """A command killed past its commit point, then edits: its completion logs an entry of
+        its own (the state found, for undo). Model it as an operation; return the log head the
+        next operation starts from."""
+        if crash is None or crash.expect is not None:
+            return log0
+        found = entry_after(self.root, log0)
+        if found and found[1].startswith("complete the interrupted"):
+            self.model.done.append(Done(found[1], None, None))
+            return found[0]
+        return log0
 
     # ------------------------------------------------------------ invariants
 

@@ -328,15 +328,26 @@ def test_a_kill_past_the_commit_point_without_later_edits_completes_the_command(
     assert "+edit A" in (root / "patches" / "0002-moved.patch").read_text()
 
 
-def test_work_tree_edits_that_conflict_with_a_killed_pop_keep_both_sides_and_undo_restores(env):
-    root = prepared(env)
+def test_work_tree_edits_after_a_killed_pop_stay_as_the_user_left_them(env):
+    root = prepared(env)  # pop had moved the work tree before its commit point: the edits sit on it
     killed(root, env, "journal:committing", "pop")
+    (work(root) / RUNNER).write_text("rewritten by hand after the kill\n")
+    result = ok(run_cli(root, "status", env=env["env"]))
+    assert "keeping the edits made since" in result.stderr, result.stderr
+    assert (work(root) / RUNNER).read_text() == "rewritten by hand after the kill\n"
+    assert len(list(git.Repo(work(root)).iter_commits("refs/sglpatch/base..HEAD"))) == 1, "pop completed"
+
+
+def test_work_tree_edits_that_conflict_with_a_killed_undo_keep_both_sides_and_undo_restores(env):
+    root = prepared(env)  # undo moves the work tree after its commit point: the edits are replayed
+    ok(run_cli(root, "pop", env=env["env"]))
+    killed(root, env, "journal:committing", "undo")
     (work(root) / RUNNER).write_text("rewritten by hand after the kill\n")
     result = ok(run_cli(root, "status", env=env["env"]))
     assert f"resolve the conflict markers in {RUNNER}" in result.stderr, result.stderr
     merged = (work(root) / RUNNER).read_text()
-    assert "<<<<<<<" in merged and "rewritten by hand after the kill" in merged
-    assert len(list(git.Repo(work(root)).iter_commits("refs/sglpatch/base..HEAD"))) == 1, "pop completed"
+    assert "<<<<<<<" in merged and "rewritten by hand after the kill" in merged and "line thirty" in merged
+    assert len(list(git.Repo(work(root)).iter_commits("refs/sglpatch/base..HEAD"))) == 2, "the undo completed"
     ok(run_cli(root, "undo", env=env["env"]))
     assert (work(root) / RUNNER).read_text() == "rewritten by hand after the kill\n"
 
