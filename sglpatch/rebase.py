@@ -36,6 +36,8 @@ from .line import Line, all_lines, find_line, line_of
 from .lock import line_lock
 from .pin import PIN_FILE, Artifact, read_pin, render_pin, validate_version
 from .queue import BASE_REF, BRANCH, PatchQueue, format_patch
+from . import hunks
+from .hunks import Moves
 from .series import (PATCH_DIR, PatchEntry, commit_matches_patch, parse_patch, read_series, render_series,
                      series_path)
 from .snapshot import read_gitlink
@@ -55,6 +57,7 @@ class Verdict:
     verdict: str  # clean | merged | conflict | obsolete | skipped
     detail: str = ""
     files: list[str] = field(default_factory=list)
+    file_verdicts: list[dict] = field(default_factory=list)  # hunks.FileVerdict, per file and hunk
 
 
 @dataclass
@@ -68,6 +71,7 @@ class State:
     commit: str | None  # the upstream commit for the gitlink (--commit)
     patches: list[dict]  # the series at the start: {"name", "sha256"}, replayed in this order
     new_base: str | None = None
+    old_base: str | None = None  # the release the series was on: upstream's moves are from it
     steps: list[dict] = field(default_factory=list)  # Verdict fields + "sha256" + "commit"
     current: dict | None = None  # the patch being applied: name, sha256, head_before, stopped
 
@@ -94,7 +98,8 @@ class State:
                             "before the rebase") from None
 
     def verdicts(self) -> list[dict]:
-        return [{k: s[k] for k in ("name", "verdict", "detail", "files")} for s in self.steps]
+        return [{**{k: s[k] for k in ("name", "verdict", "detail", "files")},
+                 "file_verdicts": s.get("file_verdicts", [])} for s in self.steps]
 
 
 def _sha256(path: Path) -> str:
@@ -140,7 +145,8 @@ def _start(root: Path, tx, queue: PatchQueue, series, pin, onto: str, commit: st
     for patch in series.patches:
         shutil.copyfile(patch.path, copies / patch.name)
     state = State(onto, pin.version, commit,
-                  [{"name": p.name, "sha256": _sha256(copies / p.name)} for p in series.patches])
+                  [{"name": p.name, "sha256": _sha256(copies / p.name)} for p in series.patches],
+                  old_base=queue.base.hexsha)
     state.save(root)
     say(f"importing SGLang {onto}")
     state.new_base = source.import_release(onto)
@@ -284,6 +290,8 @@ def _finish_am(queue: PatchQueue, state: State) -> None:
     current["continued"] = True  # from here an unmoved HEAD means "resolved to no change"
     state.save(queue.root)
     with queue.repo.git.custom_environment(**git_env()):
+        for path in _deleted_upstream_unresolved(queue.repo):  # never resurrected by `add --all`
+            queue.repo.git.rm("-q", "-f", "--", path)
         queue.repo.git.add("--all")
         boundary("rebase:resolution-added")
         try:
@@ -293,6 +301,17 @@ def _finish_am(queue: PatchQueue, state: State) -> None:
                 raise UserError(f"git am --continue failed for {current['name']}: {exc.stderr.strip()}",
                                 "resolve it in the work tree, then `rebase --continue`") from None
             queue.repo.git.am("--skip")
+
+
+def _deleted_upstream_unresolved(repo: git.Repo) -> list[str]:
+    """Paths of a modify/delete conflict (the new release deleted them, the patch changes them)
+    that the maintainer has neither staged (`git add`) nor removed: no stage 2, no stage 0."""
+    stages: dict[str, set[str]] = {}
+    for row in repo.git.ls_files("--unmerged", "-z").split("\0"):
+        if row:
+            info, path = row.split("\t", 1)
+            stages.setdefault(path, set()).add(info.split()[2])
+    return sorted(path for path, found in stages.items() if "2" not in found)
 
 
 def _undo_interrupted_step(queue: PatchQueue, current: dict) -> None:
@@ -313,6 +332,7 @@ def _record_step(state: State, verdict: Verdict, commit: str | None) -> None:
 
 def _replay(root: Path, queue: PatchQueue, state: State, tx) -> dict:
     pristine = source.pristine_tree(state.onto)
+    moves = Moves.between(queue.repo, state.old_base, state.new_base)
     while len(state.steps) < len(state.patches):
         entry = state.patches[len(state.steps)]
         copy = root / STATE_DIR / "patches" / entry["name"]
@@ -322,7 +342,7 @@ def _replay(root: Path, queue: PatchQueue, state: State, tx) -> dict:
         state.current = {"name": entry["name"], "sha256": entry["sha256"], "head_before": _head(queue),
                          "stopped": False}
         state.save(root)
-        verdict = apply_one(queue.repo, parse_patch(copy), state.onto, pristine)
+        verdict = apply_one(queue.repo, parse_patch(copy), state.onto, pristine, moves)
         boundary("rebase:applied")
         if verdict.verdict == "conflict":
             state.current.update(stopped=True, conflict=asdict(verdict))
@@ -335,37 +355,48 @@ def _replay(root: Path, queue: PatchQueue, state: State, tx) -> dict:
     return _finish(root, queue, state, tx)
 
 
-def apply_one(repo: git.Repo, patch: PatchEntry, version: str, pristine: Path) -> Verdict:
-    """Replay one patch on HEAD and say what happened."""
+def apply_one(repo: git.Repo, patch: PatchEntry, version: str, pristine: Path,
+              moves: Moves | None = None) -> Verdict:
+    """Replay one patch on HEAD and say what happened, per patch, per file and per hunk. A file
+    upstream moved is followed to its new path; one it deleted is a conflict that says so."""
     reason = drop_reason(patch, version, pristine)
     if reason:
         return Verdict(patch.name, "obsolete", reason, list(patch.files))
-    with repo.git.custom_environment(**git_env()):
+    moves = moves or Moves({}, frozenset())
+    text = patch.path.read_bytes().decode("utf-8", "surrogateescape")
+    followed, moved = moves.follow(text)
+    files = [moved.get(f, f) for f in patch.files]
+    with tempfile.TemporaryDirectory(prefix="sglpatch-apply-") as tmp, \
+            repo.git.custom_environment(**git_env()):
+        carried = patch.path
+        if moved:
+            carried = Path(tmp) / patch.name
+            carried.write_bytes(followed.encode("utf-8", "surrogateescape"))
         try:
-            repo.git.apply("--check", "--reverse", str(patch.path))
-            return Verdict(patch.name, "obsolete", f"SGLang {version} already contains the change",
-                           list(patch.files))
+            repo.git.apply("--check", "--reverse", str(carried))
+            return Verdict(patch.name, "obsolete", f"SGLang {version} already contains the change", files)
         except git.GitCommandError:
             pass
+        per_file = hunks.verdicts(repo, followed, moves, moved)
+        notes = [f"{old} moved to {new} upstream" for old, new in moved.items()]
         before = repo.head.commit.hexsha
         try:
-            output = repo.git.am("--3way", "--committer-date-is-author-date", str(patch.path))
+            output = repo.git.am("--3way", "--committer-date-is-author-date", str(carried))
         except git.GitCommandError as exc:
-            conflicted = conflicted_files(exc.stdout or "")
-            if not conflicted:
-                conflicted = [f for f in patch.files]
-            return Verdict(patch.name, "conflict", f"three-way merge stopped in {', '.join(conflicted)}",
-                           conflicted)
+            conflicted = conflicted_files(exc.stdout or "") or files
+            gone = [f for f in conflicted if f in moves.deleted and f not in moved]
+            per_file = hunks.settle_conflicts(per_file, conflicted)
+            where = ", ".join(f"{f} (deleted upstream)" if f in gone else f for f in conflicted)
+            return Verdict(patch.name, "conflict", "; ".join([f"three-way merge stopped in {where}", *notes]),
+                           conflicted, hunks.as_dicts(per_file))
         if repo.head.commit.hexsha == before:
-            return Verdict(patch.name, "obsolete", f"merges to no change on SGLang {version}",
-                           list(patch.files))
-        moved = _moved_hunks(patch.path.read_text(), format_patch(repo, "HEAD"))
-        if "3-way merge" in output:
-            return Verdict(patch.name, "merged", "three-way merge; " + (moved or "same hunks"),
-                           list(patch.files))
-        if moved:
-            return Verdict(patch.name, "merged", moved, list(patch.files))
-        return Verdict(patch.name, "clean", "", list(patch.files))
+            return Verdict(patch.name, "obsolete", f"merges to no change on SGLang {version}", files)
+        shifted = _moved_hunks(followed, format_patch(repo, "HEAD"))
+        detail = "; ".join(filter(None, ["three-way merge" if "3-way merge" in output else "", shifted, *notes]))
+        kind = "merged" if detail else "clean"
+        if "3-way merge" in output and not shifted:
+            detail += "; same hunks"
+        return Verdict(patch.name, kind, detail, files, hunks.as_dicts(per_file))
 
 
 def conflicted_files(am_output: str) -> list[str]:
@@ -416,8 +447,9 @@ def _dry_run(series, onto: str, bases: list[str], pristine: Path) -> dict:
                 scratch.git.fetch("--quiet", "--no-tags", str(source.open_mirror().git_dir), base)
             scratch.git.checkout("--quiet", "-B", REBASE_BRANCH, bases[-1])
             verdicts = []
+            moves = Moves.between(scratch, bases[0], bases[-1])
             for patch in series.patches:
-                verdict = apply_one(scratch, patch, onto, pristine)
+                verdict = apply_one(scratch, patch, onto, pristine, moves)
                 if verdict.verdict == "conflict":
                     scratch.git.am("--abort")
                 verdicts.append(asdict(verdict))
@@ -602,10 +634,18 @@ def format_report(data: dict) -> str:
     width = max([len(p["name"]) for p in data["patches"]] + [5])
     rows = [f"{p['name']:<{width}}  {p['verdict']:<8}  {p['detail']}" for p in data["patches"]]
     lines = [title, f"{'patch':<{width}}  {'verdict':<8}  detail", *rows]
+    for patch in data["patches"]:
+        if patch["verdict"] in ("merged", "conflict") and len(patch.get("file_verdicts", [])) > 0:
+            lines += [f"    {hunks.summary(f)}" for f in patch["file_verdicts"]]
     if "stopped" in data:
         stop = data["stopped"]
-        lines += [f"stopped at {stop['patch']}: conflict in {', '.join(stop['files'])} "
-                  f"(markers in {stop['work_tree']})",
+        deleted = [f["path"] for p in data["patches"] if p["name"] == stop["patch"]
+                   for f in p.get("file_verdicts", []) if f["verdict"] == "deleted"]
+        marked = [f for f in stop["files"] if f not in deleted]
+        where = [f"conflict in {', '.join(marked)} (markers in {stop['work_tree']})"] if marked else []
+        where += [f"{', '.join(deleted)} deleted upstream: port the change to where the code went, or leave "
+                  "it out (unless you `git add` it, --continue does not bring the file back)"] if deleted else []
+        lines += [f"stopped at {stop['patch']}: " + "; ".join(where),
                   f"resolve the files, then `{stop['command']} --continue`; "
                   "or `--skip` to drop this patch; or `--abort` to undo the rebase"]
     return "\n".join(lines)

@@ -189,6 +189,24 @@ def test_dry_run_reports_all_verdicts_and_changes_nothing(env):
     assert not (root / "build").exists()
 
 
+def test_verdicts_per_file_and_per_hunk(env):
+    root = make_repo(env, ["clean", "moved", "conflict", "textual"])
+    report = rebase.start(root, "1.1.0", dry_run=True)
+    files = {p["name"].split("-", 1)[1].removesuffix(".patch"): p["file_verdicts"] for p in report["patches"]}
+    (clean,) = files["clean"]
+    assert (clean["path"], clean["verdict"], [h["verdict"] for h in clean["hunks"]]) == (OTHER, "clean", ["clean"])
+    (moved,) = files["moved"]  # upstream put five lines on top: the hunk applies 5 lines further down
+    assert (moved["verdict"], moved["hunks"][0]["verdict"]) == ("merged", "merged")
+    assert moved["hunks"][0]["detail"].startswith("moved by +5 lines")
+    (conflict,) = files["conflict"]  # upstream rewrote the very line: the hunk's own lines are given
+    assert conflict["verdict"] == "conflict"
+    assert "-line 10" in conflict["hunks"][0]["lines"] and "+line ten" in conflict["hunks"][0]["lines"]
+    assert files["textual"] == [], "obsolete by Drop-When: no file is tried"
+    text = rebase.format_report(report)
+    assert f"    {RUNNER}: merged (1 merged); moved by +5 lines" in text
+    assert f"    {RUNNER}: conflict (1 conflict); does not apply, even three-way; @@ -7" in text
+
+
 def test_a_dry_run_exits_1_when_a_patch_conflicts_and_0_when_none_does(env):
     root = make_repo(env, ["clean", "conflict"])
     result = run_cli(root, "rebase", "--onto", "1.1.0", "--dry-run", env=env["env"])
@@ -316,7 +334,24 @@ def test_a_file_upstream_deleted_is_named_in_the_conflict(env):
     report = rebase.start(root, "1.2.0")
     assert report["stopped"]["patch"] == "0001-clean.patch"
     assert report["stopped"]["files"] == [OTHER]
-    assert report["patches"][-1]["detail"] == f"three-way merge stopped in {OTHER}"
+    assert report["patches"][-1]["detail"] == f"three-way merge stopped in {OTHER} (deleted upstream)"
+    assert [(f["path"], f["verdict"]) for f in report["patches"][-1]["file_verdicts"]] == [(OTHER, "deleted")]
+    text = rebase.format_report(report)
+    assert "markers" not in text and f"{OTHER} deleted upstream" in text
+    # --continue without staging it leaves the file out: the patch had nothing else, so it is obsolete
+    report = rebase.resume(root, "continue")
+    assert verdicts(report) == {"clean": "obsolete"}
+    assert not (root / "build" / "src" / OTHER).exists()
+
+
+def test_a_file_upstream_deleted_comes_back_only_when_the_maintainer_stages_it(env):
+    env["index"].publish("sglang-1.2.0.tar.gz", sdist_bytes("1.2.0", {k: v for k, v in V1.items() if k != OTHER}))
+    root = make_repo(env, ["clean", "moved"])
+    assert "stopped" in rebase.start(root, "1.2.0")
+    git.Repo(root / "build" / "src").git.add(OTHER)  # the twin: the maintainer keeps the file
+    report = rebase.resume(root, "continue")
+    assert verdicts(report) == {"clean": "merged", "moved": "clean"}
+    assert (root / "build" / "src" / OTHER).read_text() == "VALUE = 2\n"
 
 
 def test_bad_line_names_are_one_line_errors(env):

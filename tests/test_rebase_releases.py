@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
+import git
 import pytest
 
-from helpers import REPO_ROOT, commit_project
-from sglpatch import rebase
+from helpers import REPO_ROOT, commit_project, message
+from sglpatch import rebase, source
 from sglpatch.pin import read_pin
 from sglpatch.series import read_series, read_series_names
 
@@ -52,3 +54,60 @@ def test_onto_0_5_10_drops_the_kimi_delegation_and_keeps_the_capture_wiring(proj
     assert delegation not in names and wiring in names
     assert read_pin(project).version == "0.5.10"
     assert f"dropped {delegation} (upstreamed in 0.5.10)" in (project / "CHANGELOG.md").read_text()
+
+
+# ---------------------------------------------------------------- moves and deletions upstream
+
+COLLECTOR = "python/sglang/srt/metrics/collector.py"  # 0.5.10: observability/metrics_collector.py
+DELETED = "python/sglang/srt/managers/async_mm_data_processor.py"  # gone in 0.5.10
+
+
+def one_patch_project(tmp_path: Path, path: str, old: str, new: str) -> Path:
+    """A line on the real 0.5.9 whose only patch changes ``old`` to ``new`` in ``path``."""
+    pristine = source.pristine_tree("0.5.9", read_pin(REPO_ROOT))
+    scratch = git.Repo.init(tmp_path / "scratch")
+    target = tmp_path / "scratch" / path
+    target.parent.mkdir(parents=True)
+    original = (pristine / path).read_text()
+    assert original.count(old) == 1, "the premise: the changed text is unique"
+    target.write_text(original)
+    scratch.git.add("--all")
+    scratch.git.commit("-qm", "0.5.9", author="T <t@example.org>")
+    target.write_text(original.replace(old, new))
+    scratch.git.commit("-qam", message("metrics: a downstream change", drop="upstream>=9"), author="T <t@example.org>")
+    root = tmp_path / "project"
+    (root / "patches").mkdir(parents=True)
+    for name in ("upstream.toml", "CHANGELOG.md", ".gitignore"):
+        shutil.copy(REPO_ROOT / name, root / name)
+    pin = (root / "upstream.toml").read_text()
+    (root / "upstream.toml").write_text(pin.replace(pin[pin.index("checks = "):].split("\n", 1)[0], "checks = []"))
+    (root / "patches" / "0001-downstream.patch").write_text(
+        scratch.git.format_patch("--stdout", "-1", "HEAD", strip_newline_in_stdout=False))
+    (root / "patches" / "series").write_text("0001-downstream.patch\n")
+    commit_project(root, read_pin(REPO_ROOT).commit)
+    return root
+
+
+def test_a_file_upstream_moved_is_followed_to_its_new_path(tmp_path):
+    head = "def get_histogram_conf_from_env(env_var_name: str) -> Optional[List[float]]:\n"
+    root = one_patch_project(tmp_path, COLLECTOR, head, head + "    # downstream: read once at start-up\n")
+    dry = rebase.start(root, "0.5.10", dry_run=True)
+    (patch,) = dry["patches"]
+    assert patch["verdict"] == "merged", patch
+    assert f"{COLLECTOR} moved to python/sglang/srt/observability/metrics_collector.py upstream" in patch["detail"]
+    (file,) = patch["file_verdicts"]
+    assert (file["path"], file["verdict"]) == ("python/sglang/srt/observability/metrics_collector.py", "moved")
+    report = rebase.start(root, "0.5.10", commit="1519acf37c23f2189adb93f57ca9cd2db1bebf18")
+    assert "stopped" not in report
+    text = (root / "patches" / "0001-downstream.patch").read_text()
+    assert "b/python/sglang/srt/observability/metrics_collector.py" in text and COLLECTOR not in text
+
+
+def test_a_file_upstream_deleted_is_a_conflict_that_says_so(tmp_path):
+    original = source.pristine_tree("0.5.9", read_pin(REPO_ROOT)) / DELETED
+    first = original.read_text().splitlines(keepends=True)[0]
+    root = one_patch_project(tmp_path, DELETED, first, first + "# downstream\n")
+    (patch,) = rebase.start(root, "0.5.10", dry_run=True)["patches"]
+    assert patch["verdict"] == "conflict" and f"{DELETED} (deleted upstream)" in patch["detail"]
+    assert [(f["path"], f["verdict"]) for f in patch["file_verdicts"]] == [(DELETED, "deleted")]
+    # the twin: the moved file above is no deletion, so "deleted" is not what every missing file gets

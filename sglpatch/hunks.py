@@ -1,0 +1,191 @@
+"""Per-file and per-hunk verdicts of a patch replayed on a new release, and upstream's moves.
+
+A patch's one verdict hides what a maintainer needs on a 49-file patch: which files and hunks
+went through, which moved, which conflict. Each hunk is tried alone with `git apply --check`
+against the tree the patch is replayed on (the new release plus the patches before it):
+
+    clean      applies at its own line
+    merged     applies N lines away ("moved by N lines"), or only by the three-way merge
+    obsolete   the new release already has it (it applies in reverse)
+    conflict   neither: the hunk's lines are given
+    moved      its file moved upstream: the hunk is carried to the new path (then one of the above)
+    deleted    its file was deleted upstream
+
+A file's verdict is its worst hunk's. Moves and deletions come from git's rename detection
+between the two releases (content similarity), so a moved file is followed whatever its name.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+
+import git
+
+from .gitenv import git_env
+from .snapshot import as_stdin
+
+ORDER = ["obsolete", "clean", "merged", "moved", "conflict", "deleted"]  # better to worse
+_FILE = re.compile(r"^diff --git a/(\S+) b/(\S+)$")
+_HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+_OFFSET = re.compile(r"Hunk #1 succeeded at (\d+) \(offset (-?\d+) lines?\)")
+
+
+@dataclass
+class Hunk:
+    old_start: int
+    verdict: str
+    detail: str = ""
+    lines: list[str] = field(default_factory=list)  # a conflicting hunk's own lines
+
+
+@dataclass
+class FileVerdict:
+    path: str  # in the new release (after a move)
+    verdict: str
+    detail: str = ""
+    hunks: list[Hunk] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------- upstream's moves
+
+@dataclass(frozen=True)
+class Moves:
+    """Files of the old release that the new one renamed (old -> new) or deleted."""
+
+    renamed: dict[str, str]
+    deleted: frozenset[str]
+
+    @classmethod
+    def between(cls, repo: git.Repo, old: str | None, new: str) -> "Moves":
+        if not old:
+            return cls({}, frozenset())
+        with repo.git.custom_environment(**git_env()):
+            out = repo.git.diff("--name-status", "--find-renames=50%", "--diff-filter=RD", old, new, "--")
+        renamed, deleted = {}, set()
+        for row in out.splitlines():
+            fields = row.split("\t")
+            if fields[0].startswith("R") and len(fields) == 3:
+                renamed[fields[1]] = fields[2]
+            elif fields[0] == "D":
+                deleted.add(fields[1])
+        return cls(renamed, frozenset(deleted))
+
+    def follow(self, patch_text: str) -> tuple[str, dict[str, str]]:
+        """The patch with every path upstream renamed carried to its new name; and what moved."""
+        moved = {}
+        out = []
+        for line in patch_text.splitlines(keepends=True):
+            match = _FILE.match(line)
+            if match and match.group(1) in self.renamed:
+                old, new = match.group(1), self.renamed[match.group(1)]
+                moved[old] = new
+            if moved and line.startswith(("diff --git ", "--- a/", "+++ b/")):
+                for old, new in moved.items():
+                    line = line.replace(f"a/{old}", f"a/{new}").replace(f"b/{old}", f"b/{new}")
+            out.append(line)
+        return "".join(out), moved
+
+
+# ---------------------------------------------------------------- per hunk
+
+def verdicts(repo: git.Repo, patch_text: str, moves: Moves | None = None,
+             moved: dict[str, str] | None = None) -> list[FileVerdict]:
+    """What each file and hunk of ``patch_text`` meets on ``repo``'s HEAD, before the patch is
+    applied. A hunk that applies neither alone nor in reverse is "merged" (three-way) until
+    git's merge says otherwise: ``settle_conflicts``."""
+    moves = moves or Moves({}, frozenset())
+    moved_back = {new: old for old, new in (moved or {}).items()}
+    result = []
+    for path, header, file_hunks in parse_files(patch_text):
+        old_path = moved_back.get(path, path)
+        if old_path in moves.deleted and path not in moved_back:
+            result.append(FileVerdict(path, "deleted", "deleted upstream",
+                                      [Hunk(_start(h), "deleted", "", _lines(h)) for h in file_hunks]))
+            continue
+        checked = [_hunk_verdict(repo, header, h) for h in file_hunks]
+        worst = max((h.verdict for h in checked), key=ORDER.index, default="clean")
+        detail = f"moved from {old_path}" if old_path != path else ""
+        result.append(FileVerdict(path, "moved" if detail and worst != "conflict" else worst, detail, checked))
+    return result
+
+
+def parse_files(patch_text: str) -> list[tuple[str, str, list[str]]]:
+    """(path in b/, file header, [hunk texts]) for each file of a patch, in order."""
+    start = patch_text.find("diff --git ")
+    files: list[tuple[str, list[str], list[list[str]]]] = []
+    for line in patch_text[start:].splitlines(keepends=True) if start >= 0 else []:
+        match = _FILE.match(line)
+        if match:
+            files.append((match.group(2), [line], []))
+        elif not files:
+            continue
+        elif line == "-- \n":
+            break  # format-patch's signature
+        elif _HUNK.match(line):
+            files[-1][2].append([line])
+        elif files[-1][2]:
+            files[-1][2][-1].append(line)
+        else:
+            files[-1][1].append(line)
+    return [(path, "".join(header), ["".join(h) for h in hunks]) for path, header, hunks in files]
+
+
+def settle_conflicts(files: list[FileVerdict], conflicted: list[str]) -> list[FileVerdict]:
+    """After git's merge stopped in ``conflicted``: their hunks that do not apply alone conflict."""
+    for file in files:
+        if file.path in conflicted and file.verdict != "deleted":
+            for hunk in file.hunks:
+                if hunk.detail == "three-way merge":
+                    hunk.verdict, hunk.detail = "conflict", "does not apply, even three-way"
+            file.verdict = max((h.verdict for h in file.hunks), key=ORDER.index, default="conflict")
+    return files
+
+
+def _hunk_verdict(repo: git.Repo, header: str, hunk: str) -> Hunk:
+    start = _start(hunk)
+    ok, output = _apply_check(repo, header + hunk)
+    if ok:
+        offset = _OFFSET.search(output)
+        if offset and int(offset.group(2)):
+            return Hunk(start, "merged", f"moved by {int(offset.group(2)):+d} lines (now at {offset.group(1)})")
+        return Hunk(start, "clean")
+    if _apply_check(repo, header + hunk, "--reverse")[0]:
+        return Hunk(start, "obsolete", "the new release already has it")
+    return Hunk(start, "merged", "three-way merge", _lines(hunk))
+
+
+def _apply_check(repo: git.Repo, text: str, *options: str) -> tuple[bool, str]:
+    with repo.git.custom_environment(**git_env()):
+        status, out, err = repo.git.apply("--check", "--verbose", *options, "-", istream=_stdin(text),
+                                          with_extended_output=True, with_exceptions=False)
+    return status == 0, out + err
+
+
+def _stdin(text: str):
+    return as_stdin(text.encode("utf-8", "surrogateescape"))
+
+
+def _start(hunk: str) -> int:
+    match = _HUNK.match(hunk)
+    return int(match.group(1)) if match else 0
+
+
+def _lines(hunk: str) -> list[str]:
+    return hunk.splitlines()[:40]
+
+
+def as_dicts(files: list[FileVerdict]) -> list[dict]:
+    return [asdict(f) for f in files]
+
+
+def summary(file: dict) -> str:
+    """One line for a file of the text report: its verdict and how its hunks went."""
+    counts: dict[str, int] = {}
+    for hunk in file["hunks"]:
+        counts[hunk["verdict"]] = counts.get(hunk["verdict"], 0) + 1
+    parts = [f"{n} {v}" for v, n in sorted(counts.items(), key=lambda item: ORDER.index(item[0]))]
+    notes = [h["detail"] for h in file["hunks"] if h["verdict"] in ("merged", "conflict") and h["detail"]]
+    where = [f"@@ -{h['old_start']}" for h in file["hunks"] if h["verdict"] == "conflict"]
+    extra = "; ".join(filter(None, [file["detail"], ", ".join(dict.fromkeys(notes)), " ".join(where)]))
+    return f"{file['path']}: {file['verdict']} ({', '.join(parts) or 'no hunks'})" + (f"; {extra}" if extra else "")
