@@ -34,6 +34,13 @@ NN_MODULE_BASES = frozenset(("torch.nn.Module", "torch.nn.modules.module.Module"
 # Bases that contribute nothing the runtime looks up.
 EMPTY_BASES = frozenset(("builtins.object", "object", "abc.ABC", "typing.Generic", "typing.Protocol",
                          "typing_extensions.Protocol", "abc.ABCMeta", "enum.Enum"))
+# Bases that add no attributes of their own beyond object's (for ClassIndex.resolves).
+CLOSED_BASES = frozenset(("builtins.object", "object", "abc.ABC", "typing.Generic", "typing.Protocol",
+                          "typing_extensions.Protocol"))
+PLAIN_CLASS_DECORATORS = frozenset(("dataclass", "total_ordering", "final", "runtime_checkable",
+                                    "unique"))
+OBJECT_MEMBERS = frozenset(dir(object)) | {"__dict__", "__class__", "__module__", "__annotations__",
+                                           "__wrapped__", "__name__", "__qualname__", "__mro__"}
 # Attribute names that hold the language model in multimodal wrappers; used only when the class
 # assigned there is chosen at runtime (e.g. ``self.language_model = lm_cls(...)``).
 DYNAMIC_INNER_ATTRS = ("language_model", "llm")
@@ -219,6 +226,60 @@ class ClassIndex:
                 if m is not None and m.kind in ("method", "classmethod", "staticmethod"):
                     return m, self.location(c, m.line)
         return None, None
+
+    def resolves(self, ref: ClassRef, member: str, *, on_class: bool = False) -> Lookup:
+        """Does ``member`` exist on instances (or, ``on_class``, on the class) of ``ref``?
+
+        The strict-but-humble variant of :meth:`lookup` for code that is not a model: present,
+        missing, or unknown whenever something outside the static view may provide it: an
+        external base (torch.nn.Module included, whose ``__getattr__`` serves registered
+        buffers, parameters and submodules), ``__getattr__``/``__getattribute__``, a class
+        decorator other than ``dataclass``, or attributes set under a computed name.
+        Annotations (``x: int`` in the body) count as present (dataclass fields, protocols).
+        """
+        unknown = []
+        for c in self.mro(ref):
+            if isinstance(c, External):
+                if c.dotted in NN_MODULE_BASES or c.dotted.endswith(".nn.Module"):
+                    if member in NN_MODULE_MEMBERS:
+                        return Lookup("present", "torch.nn.Module", "nn.Module")
+                    unknown.append(c.dotted)
+                elif c.dotted not in CLOSED_BASES:
+                    unknown.append(c.dotted)
+                continue
+            co = self.outline(c)
+            if co is None:
+                unknown.append(c.qualname)
+                continue
+            m = co.members.get(member)
+            if m is not None and not (on_class and m.kind == "self-attr"):
+                return Lookup("present", c.qualname, m.kind, self.location(c, m.line))
+            if co.getattr_forward is not None or "__getattribute__" in co.members:
+                unknown.append(f"{c.name}.__getattr__")
+            if co.dynamic_attrs and not on_class:
+                unknown.append(f"{c.name} (setattr with a computed name)")
+            if any(d.rpartition(".")[2] not in PLAIN_CLASS_DECORATORS for d in co.decorators):
+                unknown.append(f"{c.name} (class decorator)")
+        if member in OBJECT_MEMBERS:
+            return Lookup("present", "builtins.object", "object")
+        if unknown:
+            return Lookup("unknown", None, None, None, f"may come from {unknown[0]}")
+        return Lookup("missing")
+
+    def subclasses(self, ref: ClassRef) -> list[ClassRef]:
+        """Classes in the package whose MRO holds ``ref`` (text prefilter on the class name)."""
+        if not hasattr(self, "_subclasses"):
+            self._subclasses = {}
+        if ref not in self._subclasses:
+            pattern = re.compile(r"^\s*class\s+\w+\s*\([^)]*\b" + re.escape(ref.name) + r"\b", re.M)
+            out = []
+            for mod in self.tree.grep(pattern, literal=ref.name):
+                for name in mod.outline.classes:
+                    sub = ClassRef(mod.name, name)
+                    if sub != ref and ref in self.mro(sub):
+                        out.append(sub)
+            self._subclasses[ref] = out
+        return self._subclasses[ref]
 
     # ------------------------------------------------------------ inner models and wrappers
 

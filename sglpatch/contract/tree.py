@@ -21,7 +21,7 @@ SRT = "sglang.srt"
 MODELS = "sglang.srt.models"
 
 # Bump when the outline format or its extraction changes: old cache files are then ignored.
-OUTLINE_VERSION = 9
+OUTLINE_VERSION = 10
 
 
 def dotted(node: ast.AST | None) -> str | None:
@@ -44,7 +44,7 @@ def dotted(node: ast.AST | None) -> str | None:
 class Member:
     """One way a class provides a name."""
 
-    kind: str  # method | property | classmethod | staticmethod | class-attr | self-attr | annotation
+    kind: str  # method | property | classmethod | staticmethod | class-attr | self-attr | annotation | class
     line: int
     where: str = ""          # for self-attr: the method that assigns it
     conditional: bool = False  # assigned only under an if/try
@@ -66,6 +66,10 @@ class ClassOutline:
     holds_line: dict[str, int] = field(default_factory=dict)
     getattr_forward: str | None = None  # __getattr__ forwards to self.<attr> ("?" = unknown)
     sets_logits_processor: bool = False
+    end: int = 0  # last line of the class body
+    decorators: list[str] = field(default_factory=list)  # dotted class decorators ("?" = a call etc.)
+    # attributes set under a computed name: setattr(self, name, ...), self.__dict__ / vars(self) edits
+    dynamic_attrs: bool = False
 
 
 @dataclass
@@ -78,6 +82,8 @@ class ModuleOutline:
     functions: dict[str, tuple[int, int]] = field(default_factory=dict)  # name -> (start, end)
     entry: list[str] = field(default_factory=list)  # EntryClass names (dotted)
     star_imports: list[str] = field(default_factory=list)
+    names: set[str] = field(default_factory=set)  # every name bound at the top level
+    dynamic: bool = False  # module __getattr__ or globals() writes: any name may exist
 
 
 class Module:
@@ -238,6 +244,47 @@ class SourceTree:
     def exists(self, rel: str) -> bool:
         return (self.root / rel).is_file()
 
+    def module_for_relpath(self, rel: str) -> Module | None:
+        """The module at a repo-relative path (``python/sglang/...py``), or None outside the package."""
+        path = self.root / rel
+        if not rel.endswith(".py") or not path.is_file():
+            return None
+        try:
+            return self.module_for_path(path)
+        except ValueError:  # not under python/
+            return None
+
+    def grep(self, pattern, package: str = PACKAGE, literal: str | None = None) -> list[Module]:
+        """Modules below ``package`` whose source matches a compiled regex (a text prefilter: read
+        once per tree, never parsed here). ``literal``: a substring every match contains (a fast
+        first pass)."""
+        return [m for m in self.package_modules(package)
+                if (literal is None or literal in m.source) and pattern.search(m.source)]
+
+    def defines(self, module: str, name: str, _seen: set | None = None) -> bool | None:
+        """Whether ``module`` (in the tree) has a top-level ``name``: a definition, assignment,
+        import, re-export through a star import, or submodule. None when it cannot be told
+        statically (module ``__getattr__``, ``globals()`` writes, a star import from outside)."""
+        seen = _seen if _seen is not None else set()
+        mod = self.module(module)
+        if mod is None or module in seen:
+            return None
+        seen.add(module)
+        out = mod.outline
+        if name in out.names or name in out.imports or name in out.classes or name in out.functions:
+            return True
+        if mod.is_package and self.module(f"{module}.{name}") is not None:
+            return True
+        if mod.is_package and (mod.path.parent / name).is_dir():  # namespace sub-package
+            return True
+        for star in out.star_imports:
+            if self.module(star) is None:
+                return None
+            found = self.defines(star, name, seen)
+            if found is not False:
+                return found
+        return None if out.dynamic else False
+
     # ------------------------------------------------------------ name resolution
 
     def resolve(self, module: str, name: str, _seen: set | None = None) -> "Symbol":
@@ -263,6 +310,8 @@ class SourceTree:
                 return Symbol("module", target, None) if self.module(target) else Symbol(
                     "external", target, None)
             if self.module(target) is None:
+                if self.module(f"{target}.{attr}") is not None:  # from <namespace package> import mod
+                    return Symbol("module", f"{target}.{attr}", None)
                 return Symbol("external", target, attr)
             sub = f"{target}.{attr}"
             if self.module(sub) is not None and attr not in self.module(target).outline.classes:
@@ -401,8 +450,10 @@ def _outline_job(jobs) -> dict[str, ModuleOutline]:
         stub = _Stub()
         stub.name, stub.relpath, stub.is_package = name, relpath, is_package
         stub.package = name if is_package else name.rpartition(".")[0]
+        data = Path(path).read_bytes()
+        stub.source = data.decode("utf-8", errors="replace")
         try:
-            stub.ast = ast.parse(Path(path).read_bytes(), filename=path)
+            stub.ast = ast.parse(data, filename=path)
         except SyntaxError:
             stub.ast = ast.Module(body=[], type_ignores=[])
         out[name] = build_outline(stub)
@@ -457,7 +508,9 @@ def _top_statements(body):
 def build_outline(mod) -> ModuleOutline:
     out = ModuleOutline(mod.name, mod.relpath)
     package = mod.package
+    scan_globals = "global " in mod.source
     for stmt in _top_statements(mod.ast.body):
+        _bind_names(out, stmt)
         if isinstance(stmt, ast.Import):
             for a in stmt.names:
                 if a.asname:
@@ -476,6 +529,8 @@ def build_outline(mod) -> ModuleOutline:
             out.classes.setdefault(stmt.name, outline_class(stmt, package))
         elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
             out.functions.setdefault(stmt.name, (_start(stmt), stmt.end_lineno))
+            if scan_globals:
+                out.names.update(_global_names(stmt))
         elif isinstance(stmt, (ast.Assign, ast.AnnAssign)):
             targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
             value = stmt.value
@@ -497,9 +552,13 @@ _METHOD_KINDS = {"property": "property", "cached_property": "property", "classme
 
 
 def outline_class(node: ast.ClassDef, package: str = "") -> ClassOutline:
-    co = ClassOutline(node.name, node.lineno, [dotted(b) for b in node.bases])
-    for stmt in node.body:
-        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+    co = ClassOutline(node.name, node.lineno, [dotted(b) for b in node.bases], end=node.end_lineno or 0,
+                      decorators=[dotted(d.func if isinstance(d, ast.Call) else d) or "?"
+                                  for d in node.decorator_list])
+    for stmt in _top_statements(node.body):  # also members defined under if/try in the class body
+        if isinstance(stmt, ast.ClassDef):  # a nested class: self.Inner / cls.Inner
+            co.members.setdefault(stmt.name, Member("class", stmt.lineno))
+        elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
             kind = "method"
             for dec in stmt.decorator_list:
                 name = (dotted(dec) or "").rpartition(".")[2]
@@ -527,6 +586,33 @@ def outline_class(node: ast.ClassDef, package: str = "") -> ClassOutline:
             kind = "class-attr" if stmt.value is not None else "annotation"
             co.members.setdefault(stmt.target.id, Member(kind, stmt.lineno))
     return co
+
+
+def _bind_names(out: ModuleOutline, stmt) -> None:
+    """Record the names a top-level statement binds (and whether names are made dynamically)."""
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        out.names.add(stmt.name)
+        if stmt.name == "__getattr__" and not isinstance(stmt, ast.ClassDef):
+            out.dynamic = True  # PEP 562 module __getattr__
+        return
+    if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+        for a in stmt.names:
+            if a.name != "*":
+                out.names.add((a.asname or a.name).split(".")[0])
+        return
+    for node in ast.walk(stmt):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            out.names.add(node.id)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in (
+                "globals", "vars"):
+            out.dynamic = True
+        elif isinstance(node, ast.Global):
+            out.names.update(node.names)
+
+
+def _global_names(fn) -> set[str]:
+    """Names a function declares ``global`` (so its assignments bind module attributes)."""
+    return {n for node in ast.walk(fn) if isinstance(node, ast.Global) for n in node.names}
 
 
 def _start(fn) -> int:
@@ -586,9 +672,13 @@ def _scan_method(co: ClassOutline, fn: ast.FunctionDef, package: str = "") -> No
             elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
                 call = stmt.value
                 if (isinstance(call.func, ast.Name) and call.func.id == "setattr" and len(call.args) >= 2
-                        and isinstance(call.args[0], ast.Name) and call.args[0].id == me
-                        and isinstance(call.args[1], ast.Constant) and isinstance(call.args[1].value, str)):
-                    _add_self_attr(co, call.args[1].value, stmt, fn.name, conditional)
+                        and isinstance(call.args[0], ast.Name) and call.args[0].id == me):
+                    if isinstance(call.args[1], ast.Constant) and isinstance(call.args[1].value, str):
+                        _add_self_attr(co, call.args[1].value, stmt, fn.name, conditional)
+                    else:
+                        co.dynamic_attrs = True
+            if not co.dynamic_attrs and _edits_dict(stmt, me):
+                co.dynamic_attrs = True
             if isinstance(stmt, (ast.If, ast.For, ast.AsyncFor, ast.While)):
                 visit(stmt.body, True)
                 visit(stmt.orelse, True)
@@ -605,6 +695,21 @@ def _scan_method(co: ClassOutline, fn: ast.FunctionDef, package: str = "") -> No
                     visit(case.body, True)
 
     visit(fn.body, False)
+
+
+def _edits_dict(stmt, me: str) -> bool:
+    """``self.__dict__.update(...)`` / ``self.__dict__[k] = v`` / ``vars(self).update(...)``."""
+    if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+        node = stmt.value.func
+        node = node.value if isinstance(node, ast.Attribute) else None
+    elif isinstance(stmt, ast.Assign) and isinstance(stmt.targets[0], ast.Subscript):
+        node = stmt.targets[0].value
+    else:
+        return False
+    if isinstance(node, ast.Attribute) and node.attr == "__dict__":
+        return isinstance(node.value, ast.Name) and node.value.id == me
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "vars"
+            and len(node.args) == 1 and isinstance(node.args[0], ast.Name) and node.args[0].id == me)
 
 
 def _flatten_targets(t):
