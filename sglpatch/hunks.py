@@ -8,6 +8,8 @@ against the tree the patch is replayed on (the new release plus the patches befo
     merged     applies N lines away ("moved by N lines"), or only by the three-way merge
     obsolete   the new release already has it (it applies in reverse)
     conflict   neither: the hunk's lines are given
+    suspect    it went in, but what its added lines use is gone from the new release, or it leaves
+               unpatched calls upstream added (:mod:`sglpatch.contract.suspect`)
     moved      its file moved upstream: the hunk is carried to the new path (then one of the above)
     deleted    its file was deleted upstream
 
@@ -19,13 +21,15 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 import git
 
+from .contract.suspect import Suspect, added_lines, find_suspects
 from .gitenv import git_env
 from .snapshot import as_stdin
 
-ORDER = ["obsolete", "clean", "merged", "moved", "conflict", "deleted"]  # better to worse
+ORDER = ["obsolete", "clean", "merged", "moved", "suspect", "conflict", "deleted"]  # better to worse
 _FILE = re.compile(r"^diff --git a/(\S+) b/(\S+)$")
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 _OFFSET = re.compile(r"Hunk #1 succeeded at (\d+) \(offset (-?\d+) lines?\)")
@@ -189,3 +193,62 @@ def summary(file: dict) -> str:
     where = [f"@@ -{h['old_start']}" for h in file["hunks"] if h["verdict"] == "conflict"]
     extra = "; ".join(filter(None, [file["detail"], ", ".join(dict.fromkeys(notes)), " ".join(where)]))
     return f"{file['path']}: {file['verdict']} ({', '.join(parts) or 'no hunks'})" + (f"; {extra}" if extra else "")
+
+
+# ---------------------------------------------------------------- suspect merges
+
+def suspects(repo: git.Repo, files: list[FileVerdict], old_tree: Path, new_tree: Path,
+             paths: list[str]) -> tuple[list[Suspect], list[FileVerdict]]:
+    """The suspect findings of the patch HEAD just made (on its own added lines, and calls it
+    leaves unpatched in upstream's lines; not the lines earlier patches added), with the hunks
+    they fall in marked ``suspect``."""
+    merged = Path(repo.working_tree_dir)
+    own = _added_by_head(repo)
+    found = []
+    for finding in find_suspects(old_tree, new_tree, merged, paths):
+        ours = finding.line in own.get(finding.path, set())
+        upstreams = finding.line not in set(added_lines(new_tree / finding.path, merged / finding.path))
+        if ours or upstreams:
+            found.append(finding)
+    ranges = _head_hunk_ranges(repo)
+    for file in files:
+        mine = [f for f in found if f.path == file.path]
+        if not mine:
+            continue
+        for finding in mine:
+            index = next((i for i, (a, b) in enumerate(ranges.get(file.path, [])) if a <= finding.line < b), None)
+            hunk = file.hunks[index] if index is not None and len(ranges[file.path]) == len(file.hunks) else None
+            if hunk is not None:
+                hunk.verdict, hunk.detail = "suspect", "; ".join(filter(None, [hunk.detail, str(finding)]))
+        if ORDER.index("suspect") > ORDER.index(file.verdict):
+            file.verdict = "suspect"
+        file.detail = "; ".join(filter(None, [file.detail, f"{len(mine)} suspect"]))
+    return found, files
+
+
+def _added_by_head(repo: git.Repo) -> dict[str, set[int]]:
+    """The lines HEAD's commit added, per file (new-side numbers)."""
+    added: dict[str, set[int]] = {}
+    for path, (start, count) in _head_hunks(repo, "-U0"):
+        added.setdefault(path, set()).update(range(start, start + count))
+    return added
+
+
+def _head_hunk_ranges(repo: git.Repo) -> dict[str, list[tuple[int, int]]]:
+    ranges: dict[str, list[tuple[int, int]]] = {}
+    for path, (start, count) in _head_hunks(repo):
+        ranges.setdefault(path, []).append((start, start + max(count, 1)))
+    return ranges
+
+
+def _head_hunks(repo: git.Repo, *options: str):
+    with repo.git.custom_environment(**git_env()):
+        diff = repo.git.diff(*options, "--no-renames", "HEAD^", "HEAD", "--")
+    path = None
+    for line in diff.splitlines():
+        match = _FILE.match(line)
+        if match:
+            path = match.group(2)
+        hunk = _HUNK.match(line)
+        if hunk and path:
+            yield path, (int(hunk.group(3)), int(hunk.group(4) or 1))

@@ -21,7 +21,7 @@ import json
 import re
 import shutil
 import tempfile
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import git
@@ -124,7 +124,8 @@ def start(root: Path, onto: str, commit: str | None = None, dry_run: bool = Fals
         old_base = source.prepare(pin, root)
         say(f"importing SGLang {onto}")
         new_base = source.import_release(onto)
-        return _dry_run(series, onto, [old_base, new_base], source.pristine_tree(onto))
+        return _dry_run(series, onto, [old_base, new_base], source.pristine_tree(onto),
+                        source.pristine_tree(pin.version, pin))
     with line_lock(root, f"`rebase --onto {onto}`"):
         series = read_series(root)
         _, _, _, queue = prepare_tree(root)  # a transaction of its own: the rebase starts from here
@@ -259,8 +260,13 @@ def _continue(queue: PatchQueue, state: State) -> None:
     if markers:
         raise UserError(f"conflict markers remain in {', '.join(markers)}",
                         "resolve them, then `rebase --continue`")
+    suspect = current.get("conflict", {}).get("verdict") == "suspect"
     if _in_am(queue):
         _finish_am(queue, state)
+    elif suspect and queue.is_dirty() and _head(queue) != before:  # the maintainer's fix, not committed
+        with queue.repo.git.custom_environment(**git_env()):
+            queue.repo.git.add("--all")
+            queue.repo.git.commit("--quiet", "--amend", "--no-edit", "--no-verify")
     elif queue.is_dirty():
         raise UserError(f"no `git am` is in progress for {name}, and {queue.path} has uncommitted edits",
                         "`rebase --skip` drops the patch, `rebase --abort` returns to the state before")
@@ -277,8 +283,8 @@ def _continue(queue: PatchQueue, state: State) -> None:
     if [p.hexsha for p in commit.parents] != [before] or not commit_matches_patch(commit.message, patch):
         raise UserError(f"HEAD in {queue.path} is {head[:12]} ('{commit.summary}'), not a resolution of {name} "
                         f"on top of {before[:12]}", "put HEAD back, `rebase --skip`, or `rebase --abort`")
-    _record_step(state, Verdict(name, "merged", "conflict resolved by the maintainer",
-                                current.get("conflict", {}).get("files", [])), head)
+    how = "suspect merge accepted by the maintainer" if suspect else "conflict resolved by the maintainer"
+    _record_step(state, Verdict(name, "merged", how, current.get("conflict", {}).get("files", [])), head)
 
 
 def _finish_am(queue: PatchQueue, state: State) -> None:
@@ -332,6 +338,8 @@ def _record_step(state: State, verdict: Verdict, commit: str | None) -> None:
 
 def _replay(root: Path, queue: PatchQueue, state: State, tx) -> dict:
     pristine = source.pristine_tree(state.onto)
+    pin = read_pin(root)  # still the old release's until the rebase finishes
+    old_pristine = source.pristine_tree(state.old_version, pin if pin.is_version(state.old_version) else None)
     moves = Moves.between(queue.repo, state.old_base, state.new_base)
     while len(state.steps) < len(state.patches):
         entry = state.patches[len(state.steps)]
@@ -343,8 +351,9 @@ def _replay(root: Path, queue: PatchQueue, state: State, tx) -> dict:
                          "stopped": False}
         state.save(root)
         verdict = apply_one(queue.repo, parse_patch(copy), state.onto, pristine, moves)
+        verdict = check_suspects(queue.repo, verdict, old_pristine, pristine)
         boundary("rebase:applied")
-        if verdict.verdict == "conflict":
+        if verdict.verdict in NEEDS_A_MAINTAINER:
             state.current.update(stopped=True, conflict=asdict(verdict))
             state.save(root)
             tx.suspend()
@@ -399,6 +408,21 @@ def apply_one(repo: git.Repo, patch: PatchEntry, version: str, pristine: Path,
         return Verdict(patch.name, kind, detail, files, hunks.as_dicts(per_file))
 
 
+def check_suspects(repo: git.Repo, verdict: Verdict, old_tree: Path, new_tree: Path) -> Verdict:
+    """A patch that went in (clean or merged) is ``suspect`` when its added lines use what the
+    new release lost, or it leaves unpatched calls that upstream added."""
+    if verdict.verdict not in ("clean", "merged"):
+        return verdict
+    files = [hunks.FileVerdict(f["path"], f["verdict"], f["detail"], [hunks.Hunk(**h) for h in f["hunks"]])
+             for f in verdict.file_verdicts]
+    found, files = hunks.suspects(repo, files, old_tree, new_tree, verdict.files)
+    if not found:
+        return verdict
+    more = f" (+{len(found) - 3} more)" if len(found) > 3 else ""
+    return replace(verdict, verdict="suspect", file_verdicts=hunks.as_dicts(files),
+                   detail=f"merged, but {len(found)} suspect: " + "; ".join(map(str, found[:3])) + more)
+
+
 def conflicted_files(am_output: str) -> list[str]:
     """The paths `git am --3way` names in its CONFLICT lines, sorted."""
     return sorted({m.group(1) or m.group(2) for m in _CONFLICT.finditer(am_output)})
@@ -438,7 +462,7 @@ def _has_conflict_markers(queue: PatchQueue) -> list[str]:
                   and re.search(r"^(<<<<<<<|>>>>>>>) ", (queue.path / f).read_text(errors="replace"), re.M))
 
 
-def _dry_run(series, onto: str, bases: list[str], pristine: Path) -> dict:
+def _dry_run(series, onto: str, bases: list[str], pristine: Path, old_pristine: Path) -> dict:
     """Replay in a scratch repository holding only the two releases: nothing of ours moves."""
     with tempfile.TemporaryDirectory(prefix="sglpatch-dry-") as tmp:
         scratch = git.Repo.init(tmp)
@@ -449,7 +473,8 @@ def _dry_run(series, onto: str, bases: list[str], pristine: Path) -> dict:
             verdicts = []
             moves = Moves.between(scratch, bases[0], bases[-1])
             for patch in series.patches:
-                verdict = apply_one(scratch, patch, onto, pristine, moves)
+                verdict = check_suspects(scratch, apply_one(scratch, patch, onto, pristine, moves), old_pristine,
+                                         pristine)
                 if verdict.verdict == "conflict":
                     scratch.git.am("--abort")
                 verdicts.append(asdict(verdict))
@@ -526,7 +551,7 @@ def _report(root: Path, state: State, conflict: Verdict | None = None) -> dict:
             "patches": state.verdicts()}
     if conflict:
         data["patches"].append(asdict(conflict))
-        data["stopped"] = {"patch": conflict.name, "files": conflict.files,
+        data["stopped"] = {"patch": conflict.name, "files": conflict.files, "kind": conflict.verdict,
                            "work_tree": str(PatchQueue(root).path),
                            "command": line.command("rebase")}
     return data
@@ -534,7 +559,8 @@ def _report(root: Path, state: State, conflict: Verdict | None = None) -> dict:
 
 # ---------------------------------------------------------------- bump rehearsal
 
-VERDICT_MARKS = {"clean": "clean", "merged": "merged", "conflict": "CONFLICT", "obsolete": "obsolete"}
+VERDICT_MARKS = {"clean": "clean", "merged": "merged", "conflict": "CONFLICT", "suspect": "SUSPECT",
+                 "obsolete": "obsolete"}
 NEEDS_A_MAINTAINER = {"conflict", "suspect"}  # a dry run or rehearsal with one of these exits 1
 
 
@@ -635,9 +661,15 @@ def format_report(data: dict) -> str:
     rows = [f"{p['name']:<{width}}  {p['verdict']:<8}  {p['detail']}" for p in data["patches"]]
     lines = [title, f"{'patch':<{width}}  {'verdict':<8}  detail", *rows]
     for patch in data["patches"]:
-        if patch["verdict"] in ("merged", "conflict") and len(patch.get("file_verdicts", [])) > 0:
+        if patch["verdict"] in ("merged", "conflict", "suspect") and patch.get("file_verdicts"):
             lines += [f"    {hunks.summary(f)}" for f in patch["file_verdicts"]]
-    if "stopped" in data:
+    if data.get("stopped", {}).get("kind") == "suspect":
+        stop = data["stopped"]
+        lines += [f"stopped at {stop['patch']}: it merged, but what it uses may be gone (see above)",
+                  f"fix it in {stop['work_tree']} (amend the commit, or leave the edits: --continue folds them "
+                  f"in), then `{stop['command']} --continue` to accept it; or `--skip` to drop this patch; "
+                  "or `--abort` to undo the rebase"]
+    elif "stopped" in data:
         stop = data["stopped"]
         deleted = [f["path"] for p in data["patches"] if p["name"] == stop["patch"]
                    for f in p.get("file_verdicts", []) if f["verdict"] == "deleted"]

@@ -400,3 +400,55 @@ def test_the_scheduled_rehearsal_runs_the_rehearse_command():
     steps = " ".join(str(s.get("run", "")) for s in data["jobs"]["rehearse"]["steps"])
     assert "pip install -r requirements.txt" in steps
     assert "python build.py rehearse --json > rehearsal.json" in steps
+
+
+# ---------------------------------------------------------------- suspect merges
+
+HELPER = "python/sglang/srt/helper.py"
+HELPER_V1 = ("class Helper:\n    def __init__(self):\n        self.ready = True\n\n    def old_name(self):\n"
+             "        return 1\n" + "".join(f"    # pad {i}\n" for i in range(10)) + "\n    def keep(self):\n"
+             "        return 2\n")
+USES_OLD_NAME = HELPER_V1 + "\n    def use(self):\n        return self.old_name()\n"
+
+
+def suspect_project(env, tmp_path) -> Path:
+    """A line on 2.0.0 whose one patch calls Helper.old_name; 2.1.0 renames it, 2.2.0 keeps it."""
+    files = {**V1, HELPER: HELPER_V1}
+    sha = env["index"].publish("sglang-2.0.0.tar.gz", sdist_bytes("2.0.0", files))
+    env["index"].publish("sglang-2.1.0.tar.gz", sdist_bytes("2.1.0", {
+        **files, HELPER: HELPER_V1.replace("def old_name", "def new_name")}))
+    env["index"].publish("sglang-2.2.0.tar.gz", sdist_bytes("2.2.0", {
+        **files, HELPER: HELPER_V1.replace("return 1", "return 11")}))
+    upstream, base = make_upstream(tmp_path / "upstream-2", files)
+    root = tmp_path / "suspect-project"
+    (root / "patches").mkdir(parents=True)
+    (root / "upstream.toml").write_text(pin_text("2.0.0", sha))
+    (root / "CHANGELOG.md").write_text("# Changelog\n\n## [Unreleased]\n")
+    (root / "patches" / "0001-use.patch").write_text(
+        patch_text(upstream, base, {HELPER: USES_OLD_NAME}, message("helper: use old_name", drop=NEVER)))
+    (root / "patches" / "series").write_text("0001-use.patch\n")
+    (root / ".gitignore").write_text("/build/\n")
+    commit_project(root, OLD_COMMIT)
+    return root
+
+
+def test_a_clean_merge_that_calls_a_method_upstream_renamed_is_suspect(env, tmp_path):
+    root = suspect_project(env, tmp_path)
+    dry = run_cli(root, "rebase", "--onto", "2.1.0", "--dry-run", "--json", env=env["env"])
+    assert dry.returncode == 1, "a suspect fails a scheduled dry run like a conflict"
+    (patch,) = json.loads(dry.stdout)["patches"]
+    assert patch["verdict"] == "suspect" and "old_name" in patch["detail"], patch
+    (file,) = patch["file_verdicts"]
+    assert file["verdict"] == "suspect" and [h["verdict"] for h in file["hunks"]] == ["suspect"]
+    # the twin: where the method is still there, the same patch is merely clean
+    twin = run_cli(root, "rebase", "--onto", "2.2.0", "--dry-run", "--json", env=env["env"])
+    assert twin.returncode == 0 and json.loads(twin.stdout)["patches"][0]["verdict"] == "clean", twin.stdout
+    # a real rebase stops on it; the maintainer's uncommitted fix is folded in by --continue
+    result = run_cli(root, "rebase", "--onto", "2.1.0", env=env["env"])
+    assert result.returncode == 1 and "it merged, but what it uses may be gone" in result.stdout, result.stdout
+    helper = root / "build" / "src" / HELPER
+    helper.write_text(helper.read_text().replace("self.old_name()", "self.new_name()"))
+    result = run_cli(root, "rebase", "--continue", "--json", env=env["env"])
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert json.loads(result.stdout)["patches"][0]["detail"] == "suspect merge accepted by the maintainer"
+    assert "+        return self.new_name()" in (root / "patches" / "0001-use.patch").read_text()
