@@ -472,8 +472,14 @@ def _roll_forward_killed(line: Line, repo: git.Repo, journal: dict) -> str:
         with _git(repo):
             repo.git.update_ref(LOG_REF, entry)  # the command happened; the edits came after it
         _mark_written(repo, after, touched - kept)
-        target = replace(after, files={p: v for p, v in after.files.items() if p not in kept})
-        target.files.update({p: current.files[p] for p in kept if p in current.files})
+        # what the command did not write stays as the user has it now (a hand edit of another patch)
+        target = replace(after, files=dict(current.files),
+                         gitlink=after.gitlink if before.gitlink != after.gitlink else current.gitlink)
+        for path in touched - kept:
+            if path in after.files:
+                target.files[path] = after.files[path]
+            else:
+                target.files.pop(path, None)
         replayed = None
         if edited and (current.head, current.branch) == (after.head, after.branch):
             # the work tree had reached the command's result: the edits are on top of it as they are

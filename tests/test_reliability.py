@@ -318,6 +318,19 @@ def test_edits_made_after_a_kill_past_the_commit_point_survive_its_completion(en
     assert not (root / "build" / "transaction.json").exists()
 
 
+def test_completing_a_killed_command_keeps_hand_edits_of_files_it_did_not_write(env):
+    root = prepared(env)  # found by the Hypothesis machine (200 examples): the other patch's note was lost
+    ok(run_cli(root, "pop", env=env["env"]))
+    killed(root, env, "journal:committing", "push")
+    other = root / "patches" / "0001-clean.patch"
+    mine = other.read_text().replace("Why this change exists.", "Why this change exists.\n\nHand note.")
+    other.write_text(mine)
+    (work(root) / "python" / "sglang" / "mine.py").write_text("MINE = 1\n")
+    assert "keeping the edits made since" in ok(run_cli(root, "status", env=env["env"])).stderr
+    assert other.read_text() == mine
+    assert (work(root) / "python" / "sglang" / "mine.py").read_text() == "MINE = 1\n"
+
+
 def test_a_kill_past_the_commit_point_without_later_edits_completes_the_command(env):
     root = prepared(env)  # the twin: nothing edited since, so the command's own result stands
     (work(root) / RUNNER).write_text((work(root) / RUNNER).read_text() + "edit A\n")
