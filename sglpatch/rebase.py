@@ -27,16 +27,15 @@ from pathlib import Path
 import git
 from packaging.version import Version
 
-from . import checks, source
+from . import checks, hunks, source
 from .build import prepare_tree, say
 from .changelog import CHANGELOG, with_entry
 from .errors import UserError
 from .gitenv import git_env
-from .line import Line, all_lines, find_line, line_of
+from .line import Line, line_of
 from .lock import line_lock
 from .pin import PIN_FILE, Artifact, read_pin, render_pin, validate_version
 from .queue import BASE_REF, BRANCH, PatchQueue, format_patch
-from . import hunks
 from .hunks import Moves
 from .series import (PATCH_DIR, PatchEntry, commit_matches_patch, parse_patch, read_series, render_series,
                      series_path)
@@ -557,61 +556,11 @@ def _report(root: Path, state: State, conflict: Verdict | None = None) -> dict:
     return data
 
 
-# ---------------------------------------------------------------- bump rehearsal
-
-VERDICT_MARKS = {"clean": "clean", "merged": "merged", "conflict": "CONFLICT", "suspect": "SUSPECT",
-                 "obsolete": "obsolete"}
 NEEDS_A_MAINTAINER = {"conflict", "suspect"}  # a dry run or rehearsal with one of these exits 1
 
 
 def needs_a_maintainer(patches: list[dict]) -> bool:
     return any(p["verdict"] in NEEDS_A_MAINTAINER for p in patches)
-
-
-def rehearse(root: Path, releases: list[str] | None = None, progress=say) -> dict:
-    """A dry-run rebase of the line at ``root`` onto every release newer than its pin (or those of
-    the given ones that are newer), each from the pin: what the next bump would meet. Changes
-    nothing."""
-    pin = read_pin(root)
-    for version in releases or ():
-        validate_version(version)
-    releases = [v for v in (releases if releases is not None else source.released_versions())
-                if Version(v) > Version(pin.version)]
-    line = line_of(root)
-    runs = []
-    for onto in releases:
-        progress(f"{line.name}: dry run onto SGLang {onto}")
-        runs.append(start(root, onto, dry_run=True))
-    return {"line": line.name, "from": pin.version, "patches": read_series(root).names,
-            "releases": [{"onto": r["onto"], "patches": r["patches"]} for r in runs]}
-
-
-def format_rehearsal(data: dict) -> str:
-    """One table per line: a row per patch, a column per release."""
-    title = f"{data['line']} line: SGLang {data['from']} -> each newer release (dry runs)"
-    if not data["releases"]:
-        return f"{title}\n  no newer release on the index"
-    names = data["patches"]
-    width = max([len(n) for n in names] + [5])
-    columns = [r["onto"] for r in data["releases"]]
-    cells = {(p["name"], r["onto"]): VERDICT_MARKS.get(p["verdict"], p["verdict"])
-             for r in data["releases"] for p in r["patches"]}
-    col = max([len(c) for c in columns] + [len(m) for m in VERDICT_MARKS.values()])
-    rows = [f"{'patch':<{width}}  " + "  ".join(f"{c:<{col}}" for c in columns)]
-    rows += [f"{n:<{width}}  " + "  ".join(f"{cells.get((n, c), '-'):<{col}}" for c in columns)
-             for n in names]
-    return "\n".join([title, *(row.rstrip() for row in rows)])
-
-
-def rehearse_handler(args) -> int:
-    chosen = ([find_line(args.repo_root, args.line)] if getattr(args, "line", None)
-              else all_lines(args.repo_root))
-    results = [rehearse(line.root, args.releases or None) for line in chosen]
-    if args.json:
-        print(json.dumps({"lines": results}, indent=2))
-    else:
-        print("\n\n".join(format_rehearsal(r) for r in results))
-    return 1 if any(needs_a_maintainer(r["patches"]) for line in results for r in line["releases"]) else 0
 
 
 # ---------------------------------------------------------------- CLI
@@ -630,14 +579,6 @@ def register_cli(sub, common) -> None:
     cmd.add_argument("--commit", help="upstream git commit of the new release (moves the submodule)")
     cmd.add_argument("--dry-run", action="store_true", help="print the verdicts, change nothing")
     cmd.set_defaults(func=handler)
-    cmd = sub.add_parser("rehearse", parents=[common],
-                         help="dry-run rebase every line onto every newer release (a bump rehearsal)",
-                         description="For each line (or --line), a dry-run `rebase --onto` of its "
-                                     "series onto every SGLang release newer than its pin, each "
-                                     "from the pin: a verdict table per line. Changes nothing.")
-    cmd.add_argument("releases", nargs="*", metavar="VERSION",
-                     help="only these releases (default: every newer release on the index)")
-    cmd.set_defaults(func=rehearse_handler)
 
 
 def handler(args) -> int:

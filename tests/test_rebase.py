@@ -387,10 +387,16 @@ def test_rehearse_dry_runs_every_line_onto_every_newer_release(env):
     result = run_cli(root, "--line", "next", "rehearse", "1.0.0", "1.2.0", env=env["env"])
     assert result.returncode == 0, "the twin: nothing needs a maintainer, exit 0"
     text = result.stdout
+    assert "next: dry run onto SGLang 1.2.0: cached" in result.stderr, "the same dry run again: from the cache"
     # 1.0.0 is older than the line's pin: left out
     assert text == ("next line: SGLang 1.1.0 -> each newer release (dry runs)\n"
                     "patch             1.2.0\n"
                     "0001-clean.patch  obsolete\n")
+    # the twin: a changed patch is a new series, so its dry run runs again
+    patch = line_dir(root, "next") / "patches" / "0001-clean.patch"
+    patch.write_text(patch.read_text().replace("Why this change exists.", "Why it exists."))
+    result = run_cli(root, "--line", "next", "rehearse", "1.2.0", env=env["env"])
+    assert "1.2.0: cached" not in result.stderr and "next: dry run onto SGLang 1.2.0: " in result.stderr
 
 
 def test_the_scheduled_rehearsal_runs_the_rehearse_command():
