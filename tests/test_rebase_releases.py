@@ -111,3 +111,20 @@ def test_a_file_upstream_deleted_is_a_conflict_that_says_so(tmp_path):
     assert patch["verdict"] == "conflict" and f"{DELETED} (deleted upstream)" in patch["detail"]
     assert [(f["path"], f["verdict"]) for f in patch["file_verdicts"]] == [(DELETED, "deleted")]
     # the twin: the moved file above is no deletion, so "deleted" is not what every missing file gets
+
+
+# ---------------------------------------------------------------- suspect merges on real releases
+
+RUNNER = "python/sglang/srt/model_executor/model_runner.py"
+
+
+def test_a_clean_merge_calling_a_method_removed_in_0_5_11_is_suspect_and_not_on_0_5_10(tmp_path):
+    """ModelRunner.init_double_sparsity_channel_config is in 0.5.9 and 0.5.10, gone in 0.5.11; a
+    patch that calls it merges without a marker on both."""
+    head = "    def load_model(self):\n        tic_total = time.perf_counter()\n"
+    root = one_patch_project(tmp_path, RUNNER, head, head + "        self.init_double_sparsity_channel_config(None)\n")
+    (gone,) = rebase.start(root, "0.5.11", dry_run=True)["patches"]
+    assert gone["verdict"] == "suspect", gone
+    assert "init_double_sparsity_channel_config" in gone["detail"]
+    (kept,) = rebase.start(root, "0.5.10", dry_run=True)["patches"]
+    assert kept["verdict"] in ("clean", "merged"), kept  # the twin: the method is still there
