@@ -462,12 +462,13 @@ def _has_conflict_markers(queue: PatchQueue) -> list[str]:
 
 
 def _dry_run(series, onto: str, bases: list[str], pristine: Path, old_pristine: Path) -> dict:
-    """Replay in a scratch repository holding only the two releases: nothing of ours moves."""
+    """Replay in a scratch repository that borrows the mirror's objects (git alternates: no copy
+    of the two releases): nothing of ours moves."""
     with tempfile.TemporaryDirectory(prefix="sglpatch-dry-") as tmp:
         scratch = git.Repo.init(tmp)
+        alternates = Path(scratch.git_dir) / "objects" / "info" / "alternates"
+        alternates.write_text(str(Path(source.open_mirror().git_dir) / "objects") + "\n")
         with scratch.git.custom_environment(**git_env()):
-            for base in bases:
-                scratch.git.fetch("--quiet", "--no-tags", str(source.open_mirror().git_dir), base)
             scratch.git.checkout("--quiet", "-B", REBASE_BRANCH, bases[-1])
             verdicts = []
             moves = Moves.between(scratch, bases[0], bases[-1])
