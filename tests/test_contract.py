@@ -519,3 +519,36 @@ def test_every_release_from_the_pin_to_the_newest_is_understood():
         if Version(v) >= Version("0.5.12") and not report.wiring.passed:
             problems.append(f"{v}: wiring regressed: {report.wiring.findings[0]}")
     assert not problems, "\n".join(problems) + "\n" + "\n".join(map(str, rows))
+
+
+# ---------------------------------------------------------------- EAGLE-3 capture-layer resolution
+
+AUX_CHECK = "eagle3-aux-layer-resolution"
+
+
+def _patched_copy(pristine_dir: Path, line: str, dest: Path) -> Path:
+    """A copy of a pristine release with every patch of the line's series applied."""
+    import subprocess
+
+    from sglpatch.line import find_line
+    from sglpatch.series import read_series_names
+
+    shutil.copytree(pristine_dir, dest, ignore=shutil.ignore_patterns(".sglpatch-*"))
+    root = find_line(REPO_ROOT, line).root
+    for name in read_series_names(root):
+        subprocess.run(["git", "apply", "-p1", str(root / "patches" / name)], cwd=dest, check=True)
+    return dest
+
+
+@pytest.mark.parametrize("line, version", [("production", "0.5.9"), ("latest", "0.5.23")])
+def test_aux_layer_resolution_check_fails_pristine_and_passes_patched(pristine, tmp_path, line,
+                                                                        version):
+    """The negative twin: the release fails the check (only eagle_config as a dict, a swallowing
+    except), the same tree with the line's series applied (0005) passes."""
+    tree = pristine(version)
+    result = checks.run_check(AUX_CHECK, tree)
+    assert not result.passed
+    text = "\n".join(str(f) for f in result.findings)
+    assert "eagle_config as an object" in text and "top-level eagle_aux_hidden_state_layer_ids" in text
+    assert "swallows the error" in text
+    assert checks.run_check(AUX_CHECK, _patched_copy(tree, line, tmp_path / "patched")).findings == ()

@@ -30,6 +30,7 @@ CHECK_NAMES = {
     "eagle3-capture-wiring",
     "sm120-allreduce-fusion-gate",
     "sm12-torch-symm-mem",
+    "eagle3-aux-layer-resolution",
 }
 IDENTITY = {
     "GIT_AUTHOR_NAME": "Series Test", "GIT_AUTHOR_EMAIL": "series-test@example.invalid",

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from ..checks import Finding, register
 from .core import Analysis, check_model
+from .aux_layers import check_aux_layer_resolution
 from .gates import check_allreduce_gate, check_symm_mem
 
 KIMI = "KimiK25ForConditionalGeneration"
@@ -96,5 +97,13 @@ def sm12_torch_symm_mem(tree: Path) -> list[Finding]:
     return [Finding(m, loc) for m, loc in check_symm_mem(analysis_for(tree).tree).findings]
 
 
+@register("eagle3-aux-layer-resolution",
+          "the EAGLE-3 capture layers are resolved from an operator override, eagle_config (dict "
+          "and object) and the draft config's top level, never under a swallowing except, and "
+          "falling back to the default layers is a warning")
+def eagle3_aux_layer_resolution(tree: Path) -> list[Finding]:
+    return [Finding(m, loc) for m, loc in check_aux_layer_resolution(analysis_for(tree).tree)]
+
+
 NAMES = ("kimi-k25-eagle3-interface", "eagle3-capture-wiring", "sm120-allreduce-fusion-gate",
-         "sm12-torch-symm-mem")
+         "sm12-torch-symm-mem", "eagle3-aux-layer-resolution")
