@@ -174,3 +174,19 @@ def always0_pair(runtime) -> tuple[Path, Path]:
     """Constructed (target, draft) pair that both always predict token 0: every draft accepted."""
     return (_model(runtime, "kimi_k25", model_specs.KIMI_K25_ALWAYS_0),
             _model(runtime, "eagle3_draft", model_specs.EAGLE3_DRAFT_ALWAYS_0))
+
+
+@pytest.fixture(scope="session")
+def kimi_k25_8_pair(runtime) -> tuple[Path, Path]:
+    """An 8-layer random KimiK25 target and its EAGLE-3 draft (ids [0, 1, 2] under eagle_config):
+    SGLang's default capture layers [2, 4, 5] are distinct there, as on real targets."""
+    return (_model(runtime, "kimi_k25", model_specs.KIMI_K25_8),
+            _model(runtime, "eagle3_draft", model_specs.EAGLE3_DRAFT_8))
+
+
+@pytest.fixture(scope="session")
+def always0_pair_8(runtime) -> tuple[Path, Path]:
+    """The 8-layer pair with final norms zeroed (both always predict token 0); the EAGLE-3
+    capture-layer tests derive their layer-probe pair from it."""
+    return (_model(runtime, "kimi_k25", model_specs.KIMI_K25_8_ALWAYS_0),
+            _model(runtime, "eagle3_draft", model_specs.EAGLE3_DRAFT_8_ALWAYS_0))

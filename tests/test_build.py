@@ -60,7 +60,7 @@ def built(pristine, tmp_path_factory):
 def test_summary_names_pin_patches_wheel_and_hash(built):
     root, data = built
     wheel = Path(data["wheel"])
-    assert wheel == root / "dist" / "sglang-0.5.9+kimi.1-py3-none-any.whl"
+    assert wheel == root / "dist" / "sglang-0.5.9+kimi.2-py3-none-any.whl"
     assert data["upstream"]["commit"] == PIN.commit
     assert data["patches"] == ["0001-marker.patch"]
     assert data["sha256"] == hashlib.sha256(wheel.read_bytes()).hexdigest()
@@ -73,7 +73,7 @@ def test_overlay_wheel_record_is_correct_and_only_patched_files_differ(built):
     root, data = built
     upstream = source.release_artifact(PIN.version, "wheel", PIN)
     with zipfile.ZipFile(data["wheel"]) as whl, zipfile.ZipFile(upstream) as orig:
-        info = "sglang-0.5.9+kimi.1.dist-info"
+        info = "sglang-0.5.9+kimi.2.dist-info"
         rows = list(csv.reader(io.StringIO(whl.read(f"{info}/RECORD").decode())))
         assert {r[0] for r in rows} == set(whl.namelist())
         for name, digest, size in rows:
@@ -82,7 +82,7 @@ def test_overlay_wheel_record_is_correct_and_only_patched_files_differ(built):
             blob = whl.read(name)
             expected = base64.urlsafe_b64encode(hashlib.sha256(blob).digest()).rstrip(b"=").decode()
             assert digest == f"sha256={expected}" and int(size) == len(blob), name
-        assert "Version: 0.5.9+kimi.1" in whl.read(f"{info}/METADATA").decode()
+        assert "Version: 0.5.9+kimi.2" in whl.read(f"{info}/METADATA").decode()
         assert whl.read(f"{info}/WHEEL") == orig.read("sglang-0.5.9.dist-info/WHEEL")
         differing = [n for n in orig.namelist() if n.startswith("sglang/") and whl.read(n) != orig.read(n)]
         assert differing == ["sglang/srt/models/kimi_k25.py"]
@@ -114,10 +114,10 @@ def test_pip_install_over_upstream_runs_the_patched_code(built, tmp_path):
              "ns = {}; exec(compile((root / 'srt/models/kimi_k25.py').read_text().split('\\n\\n')[-1], 'm', 'exec'), ns);"
              "print(ns['SGLPATCH_TEST_MARKER'])")
     out = subprocess.run([str(python), "-c", probe], capture_output=True, text=True, check=True).stdout.split()
-    assert out == ["0.5.9+kimi.1", "patched"]
+    assert out == ["0.5.9+kimi.2", "patched"]
     listed = subprocess.run([str(python), "-m", "pip", "list", "--format=json"], capture_output=True,
                             text=True, check=True).stdout
-    assert {"name": "sglang", "version": "0.5.9+kimi.1"} in json.loads(listed)
+    assert {"name": "sglang", "version": "0.5.9+kimi.2"} in json.loads(listed)
 
 
 def test_build_refuses_a_dirty_work_tree_and_keeps_the_edit(built):

@@ -182,7 +182,7 @@ def test_context_holds_exactly_what_the_dockerfile_takes(built_wheel, tmp_path):
 def test_context_refuses_a_wheel_the_pin_does_not_name(built_wheel, tmp_path):
     root, wheel = built_wheel
     plan = image.plan(root)
-    other = tmp_path / wheel.name.replace("kimi.1", "kimi.9")
+    other = tmp_path / wheel.name.replace("kimi.2", "kimi.9")
     shutil.copy(wheel, other)
     (tmp_path / "ctx").mkdir()
     with pytest.raises(UserError, match="the pin says"):
@@ -226,10 +226,10 @@ def test_dry_run_json_is_the_same_plan(project):
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
     assert data["dry_run"] is True
-    assert data["tags"] == ["ghcr.io/example/sglang-kimi:0.5.9-kimi.1-cu130", "ghcr.io/example/sglang-kimi:latest"]
+    assert data["tags"] == ["ghcr.io/example/sglang-kimi:0.5.9-kimi.2-cu130", "ghcr.io/example/sglang-kimi:latest"]
     assert data["context_files"] == [f"sglang-{PIN.local_version}-py3-none-any.whl"]
     assert data["argv"][:3] == ["docker", "buildx", "build"] and data["argv"][-1] == "<context>"
-    assert data["series_tag"] == "0.5.9-kimi.1"
+    assert data["series_tag"] == "0.5.9-kimi.2"
 
 
 def test_dry_run_needs_no_docker_and_no_wheel(project, tmp_path):
@@ -244,13 +244,13 @@ def test_dry_run_needs_no_docker_and_no_wheel(project, tmp_path):
 def test_tags_and_labels_follow_the_pin_and_the_series(project):
     before = image.plan(project)
     labels = before.labels()
-    assert before.tags == ("sglang-kimi:0.5.9-kimi.1-cu130",)
+    assert before.tags == ("sglang-kimi:0.5.9-kimi.2-cu130",)
     assert labels["org.opencontainers.image.base.name"] == "lmsysorg/sglang:v0.5.9-cu130"
-    assert labels["org.opencontainers.image.version"] == "0.5.9+kimi.1"
+    assert labels["org.opencontainers.image.version"] == "0.5.9+kimi.2"
     assert labels["org.opencontainers.image.revision"] == git.Repo(project).head.commit.hexsha
     assert labels["org.opencontainers.image.source"] == SOURCE_URL
     assert labels["sglpatch.upstream.commit"] == PIN.commit
-    assert labels["sglpatch.series.version"] == "kimi.1"
+    assert labels["sglpatch.series.version"] == "kimi.2"
     from sglpatch.series import read_series
     assert labels["sglpatch.series.sha256"] == read_series(project).fingerprint()
 
@@ -258,20 +258,20 @@ def test_tags_and_labels_follow_the_pin_and_the_series(project):
     text = pin_file.read_text()
     text = text.replace('version = "0.5.9"', 'version = "0.5.10"').replace('tag = "v0.5.9"', 'tag = "v0.5.10"')
     text = text.replace(PIN.commit, "1519acf37c23f2189adb93f57ca9cd2db1bebf18")
-    text = text.replace("sglang-0.5.9", "sglang-0.5.10").replace("release = 1", "release = 2")
+    text = text.replace("sglang-0.5.9", "sglang-0.5.10").replace("release = 2", "release = 3")
     pin_file.write_text(text)
     (project / "patches" / "series").write_text("# changed series\n")
     head = commit_all(project, "bump")
     after = image.plan(project, extra_tags=["latest", "registry.example/x/y:z"])
     labels = after.labels()
-    assert after.tags == ("sglang-kimi:0.5.10-kimi.2-cu130", "sglang-kimi:latest", "registry.example/x/y:z")
-    assert after.wheel_name == "sglang-0.5.10+kimi.2-py3-none-any.whl"
+    assert after.tags == ("sglang-kimi:0.5.10-kimi.3-cu130", "sglang-kimi:latest", "registry.example/x/y:z")
+    assert after.wheel_name == "sglang-0.5.10+kimi.3-py3-none-any.whl"
     assert labels["org.opencontainers.image.base.name"] == "lmsysorg/sglang:v0.5.10-cu130"
-    assert labels["org.opencontainers.image.version"] == "0.5.10+kimi.2"
+    assert labels["org.opencontainers.image.version"] == "0.5.10+kimi.3"
     assert labels["org.opencontainers.image.revision"] == head
     assert labels["sglpatch.upstream.version"] == "0.5.10"
     assert labels["sglpatch.upstream.commit"] == "1519acf37c23f2189adb93f57ca9cd2db1bebf18"
-    assert labels["sglpatch.series.version"] == "kimi.2"
+    assert labels["sglpatch.series.version"] == "kimi.3"
     assert labels["sglpatch.series.sha256"] != before.labels()["sglpatch.series.sha256"]
     assert after.context_files == (after.wheel_name,)
 
@@ -446,7 +446,7 @@ def test_docs_and_benchmark_use_real_launch_server_flags():
     known = set(re.findall(r'"(--[a-z0-9-]+)"', (tree / "python/sglang/srt/server_args.py").read_text()))
     docs = DOCS.read_text()
     run_block = re.search(r"```sh\n(docker run -d --name kimi-k25.*?)```", docs, re.S).group(1)
-    server_part = run_block.split("sglang-kimi:0.5.9-kimi.1-cu130", 1)[1]
+    server_part = run_block.split("sglang-kimi:0.5.9-kimi.2-cu130", 1)[1]
     used = _launch_flags(server_part)
     assert {"--tp-size", "--speculative-algorithm", "--speculative-draft-model-path", "--speculative-num-steps",
             "--speculative-eagle-topk", "--speculative-num-draft-tokens",

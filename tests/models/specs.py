@@ -110,6 +110,16 @@ KIMI_K25_ALWAYS_0 = {**KIMI_K25, "zero_final_norm": True}
 EAGLE3_DRAFT_ALWAYS_0 = {**EAGLE3_DRAFT, "target": KIMI_K25_ALWAYS_0, "zero_final_norm": True}
 
 
+# An 8-layer target (and its draft): SGLang's default capture layers [2, n//2, n-3] = [2, 4, 5] are
+# three distinct layers, as on real targets (for 4 layers they are [2, 2, 1], which captures only
+# two hidden states and cannot feed a draft that takes three). Used by the EAGLE-3 capture-layer
+# tests (tests/smoke/test_eagle3_aux_layers.py), where the defaults must be servable.
+KIMI_K25_8 = {**KIMI_K25, "text": {**TEXT, "num_hidden_layers": 8}}
+EAGLE3_DRAFT_8 = {**EAGLE3_DRAFT, "target": KIMI_K25_8}
+KIMI_K25_8_ALWAYS_0 = {**KIMI_K25_8, "zero_final_norm": True}
+EAGLE3_DRAFT_8_ALWAYS_0 = {**EAGLE3_DRAFT_8, "target": KIMI_K25_8_ALWAYS_0, "zero_final_norm": True}
+
+
 def model_key(kind: str, spec: dict, sglang_version: str) -> str:
     # The builder runs in the line's venv and writes what its transformers needs (the processor
     # config under transformers 5): one model directory per SGLang runtime.
