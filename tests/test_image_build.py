@@ -250,26 +250,41 @@ def served(first_build, docker_engine, always0_pair):
                                                           "sampling_params": scripts.GREEDY}).encode())
         with urllib.request.urlopen(request, timeout=600) as resp:
             generated = json.loads(resp.read())
-        yield state, generated
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/server_info", timeout=120) as resp:
+            info = json.loads(resp.read())
+        yield state, generated, info
     finally:
         docker_engine.docker("rm", "--force", cid, check=False)
         assert cid not in containers(docker_engine)
 
 
 def test_container_turns_healthy_through_its_own_healthcheck(served):
-    state, _ = served
+    state, _, _ = served
     assert state["Health"]["Status"] == "healthy"
     assert state["Health"]["Log"][-1]["ExitCode"] == 0
 
 
 def test_container_serves_eagle3_with_accept_length_above_1(served):
-    _, out = served
+    _, out, _ = served
     meta = out["meta_info"]
     assert out["text"], out
     missing = [f for f in scripts.spec_fields(PIN.version).values() if f not in meta]
     assert not missing, f"/generate meta_info lacks {missing}: {sorted(meta)}"
     assert meta["spec_accept_length"] > 1, meta
     assert meta["completion_tokens"] == scripts.GREEDY["max_new_tokens"]
+
+
+def test_container_reports_the_draft_configured_capture_layers_in_server_info(served, always0_pair):
+    """A health check or deployment test can compare the layers the target captures with what
+    the draft was trained on (patch 0005): /server_info names them and where they came from."""
+    draft = json.loads((always0_pair[1] / "config.json").read_text())
+    ids = (draft.get("eagle_config") or {}).get("eagle_aux_hidden_state_layer_ids")
+    assert ids, "the premise: the tiny draft names its layers under eagle_config"
+    info = served[2]
+    got = info.get("eagle3_aux_hidden_state")
+    assert got and got["layer_ids"] == ids, sorted(info)
+    assert got["source"] == "draft config eagle_config.eagle_aux_hidden_state_layer_ids"
+    assert len(got["captured_layers"]) == len(ids)
 
 
 def test_pristine_wheel_in_the_image_fails_with_the_mission_error(first_build, docker_engine, always0_pair,
