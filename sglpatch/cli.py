@@ -234,6 +234,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     args.json = getattr(args, "json", False)  # not top.set_defaults: it would reset the shared action
     signal.signal(signal.SIGTERM, _terminated)  # a stop from a scheduler is an interrupt too
+    # Started with SIGINT ignored (`cmd &` in a script, nohup), git children still die of it
+    # (git installs its own handlers): Python must stop with them, not misread their deaths.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         # Commands work on one line's directory; `repo` stays the repository root.
         args.repo_root = args.root
@@ -247,6 +250,10 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     except git.GitCommandError as exc:
+        if isinstance(exc.status, int) and exc.status < 0:
+            print(f"error: interrupted: git {exc.command[1] if len(exc.command) > 1 else ''} was stopped by "
+                  f"signal {-exc.status}; nothing was lost: {_after_interrupt(args)}", file=sys.stderr)
+            return 130
         said = [l.strip().strip("'") for l in (exc.stderr or "").replace("stderr: '", "").splitlines() if l.strip()]
         lock = next((m for l in said for m in [re.search(r"'?(/\S+\.lock)'?", l)] if m), None)
         if lock:

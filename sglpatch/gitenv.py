@@ -25,3 +25,15 @@ def git_env(date: str | None = None) -> dict[str, str]:
         env["GIT_COMMITTER_DATE"] = date
         env["GIT_AUTHOR_DATE"] = date
     return env
+
+
+def raise_if_killed(exc: Exception) -> None:
+    """A git child that died of a signal was interrupted, not refused: say so, never diagnose it.
+
+    Python may ignore the SIGINT its git children get (a parent started it with SIGINT ignored),
+    and a git killed alone (OOM killer, a stop aimed at it) leaves Python running; both are an
+    interrupt of the command, and the transaction rolls back as for Ctrl-C.
+    """
+    status = getattr(exc, "status", None)
+    if isinstance(status, int) and status < 0:
+        raise KeyboardInterrupt(f"git was stopped by signal {-status}") from None

@@ -15,7 +15,7 @@ from pathlib import Path
 import git
 
 from .errors import UserError
-from .gitenv import git_env
+from .gitenv import git_env, raise_if_killed
 from .series import (PATCH_DIR, Series, commit_matches_patch, message_break, parse_patch, read_series,
                      read_series_names, render_series, series_path)
 from .snapshot import BASE_REF
@@ -206,6 +206,7 @@ class PatchQueue:
                 self.repo.git.am("--quiet", "--committer-date-is-author-date", "--keep-cr",
                                  str(patch.resolve()))
         except git.GitCommandError as exc:
+            raise_if_killed(exc)
             where, hint = self._diagnose(patch, exc)
             with self._git():
                 self.repo.git.am("--abort")

@@ -31,7 +31,7 @@ from . import checks, hunks, source
 from .build import prepare_tree, say
 from .changelog import CHANGELOG, with_entry
 from .errors import UserError
-from .gitenv import git_env
+from .gitenv import git_env, raise_if_killed
 from .line import Line, line_of
 from .lock import line_lock
 from .pin import PIN_FILE, Artifact, read_pin, render_pin, validate_version
@@ -302,6 +302,7 @@ def _finish_am(queue: PatchQueue, state: State) -> None:
         try:
             queue.repo.git.am("--continue")
         except git.GitCommandError as exc:
+            raise_if_killed(exc)
             if "No changes" not in (exc.stdout + exc.stderr):
                 raise UserError(f"git am --continue failed for {current['name']}: {exc.stderr.strip()}",
                                 "resolve it in the work tree, then `rebase --continue`") from None
@@ -383,14 +384,15 @@ def apply_one(repo: git.Repo, patch: PatchEntry, version: str, pristine: Path,
         try:
             repo.git.apply("--check", "--reverse", str(carried))
             return Verdict(patch.name, "obsolete", f"SGLang {version} already contains the change", files)
-        except git.GitCommandError:
-            pass
+        except git.GitCommandError as exc:
+            raise_if_killed(exc)
         per_file = hunks.verdicts(repo, followed, moves, moved)
         notes = [f"{old} moved to {new} upstream" for old, new in moved.items()]
         before = repo.head.commit.hexsha
         try:
             output = repo.git.am("--3way", "--committer-date-is-author-date", str(carried))
         except git.GitCommandError as exc:
+            raise_if_killed(exc)
             conflicted = conflicted_files(exc.stdout or "") or files
             gone = [f for f in conflicted if f in moves.deleted and f not in moved]
             per_file = hunks.settle_conflicts(per_file, conflicted)

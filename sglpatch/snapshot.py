@@ -25,7 +25,7 @@ from pathlib import Path
 
 import git
 
-from .gitenv import git_env
+from .gitenv import git_env, raise_if_killed
 from .line import Line
 
 BASE_REF = "refs/sglpatch/base"
@@ -94,11 +94,13 @@ def _refs(repo: git.Repo) -> tuple[str | None, str | None, str | None]:
     def rev(name):
         try:
             return repo.git.rev_parse("--verify", "--quiet", name) or None
-        except git.GitCommandError:
+        except git.GitCommandError as exc:
+            raise_if_killed(exc)  # a killed probe is not "no such ref"
             return None
     try:
         branch = repo.git.symbolic_ref("--quiet", "HEAD")
-    except git.GitCommandError:
+    except git.GitCommandError as exc:
+        raise_if_killed(exc)
         branch = None
     return rev("HEAD^{commit}"), branch, rev(f"{BASE_REF}^{{commit}}")
 

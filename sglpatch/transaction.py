@@ -32,7 +32,7 @@ import git
 
 from . import snapshot
 from .errors import UserError
-from .gitenv import git_env
+from .gitenv import git_env, raise_if_killed
 from .line import Line, line_of
 from .lock import line_lock
 from .snapshot import State, blob_sha
@@ -339,7 +339,8 @@ def _nest(repo: git.Repo, before_tree: str, after_tree: str) -> str:
 def _log_head(repo: git.Repo) -> str | None:
     try:
         return repo.git.rev_parse("--verify", "--quiet", LOG_REF) or None
-    except git.GitCommandError:
+    except git.GitCommandError as exc:
+        raise_if_killed(exc)  # a killed probe is not "no log yet"
         return None
 
 

@@ -15,6 +15,7 @@ import git
 import pytest
 
 from helpers import REPO_ROOT, assert_one_line_error, run_cli
+from sglpatch import rebase
 from sglpatch.lock import line_lock
 from test_rebase import RUNNER, V2, env, make_repo, snapshot  # noqa: F401  (env is a fixture)
 
@@ -267,8 +268,8 @@ def test_a_second_writer_on_the_same_line_is_refused_with_one_line(env):
 
 # ---------------------------------------------------------------- interrupts
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_an_interrupted_push_exits_130_and_leaves_the_line_as_before(env, sig):
+def interrupted_push(env, hook_kills: str, preexec=None) -> None:
+    """`push --all` whose git am runs a hook that ``hook_kills``: exit 130, the line as before."""
     root = prepared(env)
     ok(run_cli(root, "pop", "--all", env=env["env"]))
     (work(root) / KIMI).write_text("an uncommitted edit\n")
@@ -279,20 +280,60 @@ def test_an_interrupted_push_exits_130_and_leaves_the_line_as_before(env, sig):
     head = git.Repo(work(root)).head.commit.hexsha
     hook = Path(git.Repo(work(root)).git_dir) / "hooks" / "pre-applypatch"
     hook.parent.mkdir(exist_ok=True)
-    # as a terminal's Ctrl-C or a scheduler's stop: the signal reaches the whole process group
-    hook.write_text(f"#!/bin/sh\nkill -{int(sig)} -$(ps -o pgid= $PPID | tr -d ' ')\nsleep 5\n")
+    hook.write_text(f"#!/bin/sh\n{hook_kills}\nsleep 5\n")
     hook.chmod(0o755)
     child = subprocess.Popen([sys.executable, str(REPO_ROOT / "build.py"), "--root", str(root), "push", "--all"],
-                             stderr=subprocess.PIPE, text=True, start_new_session=True,
+                             stderr=subprocess.PIPE, text=True, start_new_session=True, preexec_fn=preexec,
                              env={**os.environ, **env["env"]})
     _, err = child.communicate(timeout=120)
     hook.unlink()
     assert child.returncode == 130, err
-    assert "nothing was lost" in err and "Traceback" not in err
+    assert "nothing was lost" in err and "Traceback" not in err and "does not apply" not in err
     assert snapshot(root) == before
     assert git.Repo(work(root)).head.commit.hexsha == head
     assert not (Path(git.Repo(work(root)).git_dir) / "rebase-apply").exists()
     ok(run_cli(root, "push", "--all", env=env["env"]))
+
+
+# as a terminal's Ctrl-C or a scheduler's stop: the signal reaches the whole process group
+GROUP = "kill -{} -$(ps -o pgid= $PPID | tr -d ' ')"
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_an_interrupted_push_exits_130_and_leaves_the_line_as_before(env, sig):
+    interrupted_push(env, GROUP.format(int(sig)))
+
+
+def test_a_group_ctrl_c_stops_a_push_started_with_sigint_ignored(env):
+    # `build.py push &` in a script starts it with SIGINT ignored; git's own handlers still die
+    # of it, so a Python that kept ignoring it would misread git's death as "does not apply"
+    interrupted_push(env, GROUP.format(int(signal.SIGINT)),
+                     preexec=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+
+
+def test_a_git_killed_alone_is_an_interrupt_not_a_patch_that_does_not_apply(env):
+    interrupted_push(env, "kill -9 $PPID")
+
+
+def test_a_git_killed_alone_in_a_rebase_is_an_interrupt_not_a_conflict(env):
+    root = prepared(env)
+    hook = Path(git.Repo(work(root)).git_dir) / "hooks" / "pre-applypatch"
+    hook.parent.mkdir(exist_ok=True)
+    once = hook.parent / "killed-once"  # outside the line: the snapshot must not see it
+    # the three-way am on the new release, not the queue's own push of the old series
+    hook.write_text(f"#!/bin/sh\n[ -e {once} ] && exit 0\n"
+                    f"[ \"$(git symbolic-ref --short HEAD)\" = {rebase.REBASE_BRANCH} ] || exit 0\n"
+                    f"touch {once}\nkill -9 $PPID\nsleep 5\n")
+    hook.chmod(0o755)
+    before = snapshot(root)
+    result = run_cli(root, "rebase", "--onto", "1.1.0", env=env["env"])
+    assert result.returncode == 130 and "nothing was lost" in result.stderr, result.stderr
+    assert "conflict" not in result.stdout + result.stderr and "Traceback" not in result.stderr
+    assert snapshot(root) == before
+    report = json.loads(ok(run_cli(root, "rebase", "--onto", "1.1.0", "--json", env=env["env"])).stdout)
+    hook.unlink()
+    assert {p["name"]: p["verdict"] for p in report["patches"]} == {
+        "0001-clean.patch": "clean", "0002-moved.patch": "merged"}
 
 
 def killed(root: Path, env, at: str, *command: str) -> None:
