@@ -30,6 +30,7 @@ from urllib.parse import urlsplit, urlunsplit
 from packaging.utils import parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
+from . import registry
 from .errors import UserError
 from .line import line_of
 from .lock import line_lock
@@ -92,7 +93,7 @@ class ImagePlan:
             argv += ["--build-arg", f"{key}={value}"]
         for tag in self.tags:
             argv += ["--tag", tag]
-        argv.append("--push" if self.push else "--load")
+        argv.append("--load")  # a push goes tag by tag afterwards (sglpatch.registry), never moving a release
         argv.append(context)
         return argv
 
@@ -123,6 +124,7 @@ class ImagePlan:
             "wheels": [f"{self.dist}/{name}" for name in self.context_files],
             "argv": self.argv(),
             "push": self.push,
+            "push_argv": [["docker", "push", tag] for tag in self.tags] if self.push else [],
         }
 
 
@@ -389,7 +391,7 @@ class Builder:
         argv = image_plan.argv(context)
         if self.buildx:
             return [self.client, *argv[1:]]
-        return [self.client, "build", *(a for a in argv[3:] if a not in ("--load", "--push"))]
+        return [self.client, "build", *(a for a in argv[3:] if a != "--load")]
 
     def env(self) -> dict[str, str]:
         return {**os.environ, "DOCKER_BUILDKIT": "1"}
@@ -491,7 +493,8 @@ def dry_run_text(image_plan: ImagePlan) -> str:
     return (f"# build context: a fresh temporary directory ({CONTEXT_PLACEHOLDER}) holding exactly\n"
             f"{files}\n"
             f"# command, run from the repository root:\n"
-            f"{format_command(image_plan.argv())}")
+            f"{format_command(image_plan.argv())}"
+            + "".join(f"\n{shlex.join(['docker', 'push', tag])}" for tag in image_plan.tags if image_plan.push))
 
 
 def stream(argv: list[str], *, cwd: Path, env: dict[str, str], keep: int = 400) -> tuple[int, list[str]]:
@@ -542,9 +545,12 @@ def build_failure(tail: list[str], code: int, builder: Builder, image_plan: Imag
     return UserError(f"{builder.describe()} failed (exit {code}): {detail[:300]}", "see the build log above")
 
 
-def run_build(image_plan: ImagePlan) -> Builder:
+def run_build(image_plan: ImagePlan) -> tuple[Builder, dict | None]:
+    """Build (and with ``push``, publish) the image; returns the builder and the push report."""
     with image_lock(image_plan.root):
         builder = require_docker()
+        if image_plan.push:  # a registry that cannot be reached is found before a long build
+            registry.preflight(builder.client, list(image_plan.tags), builder.env())
         wheels = ensure_wheels(image_plan.root)
         with tempfile.TemporaryDirectory(prefix="sglpatch-image-") as tmp:
             context = Path(tmp)
@@ -554,13 +560,11 @@ def run_build(image_plan: ImagePlan) -> Builder:
             code, tail = stream(argv, cwd=image_plan.repo_root, env=builder.env())
         if code != 0:
             raise build_failure(tail, code, builder, image_plan)
-        if image_plan.push and not builder.buildx:
-            for tag in image_plan.tags:  # the classic builder only loads; push what it loaded
-                code, tail = stream([builder.client, "push", tag], cwd=image_plan.repo_root, env=builder.env())
-                if code != 0:
-                    raise UserError(f"docker push {tag} failed (exit {code}): {tail[-1] if tail else ''}",
-                                    "log in to the registry (docker login), then rerun")
-    return builder
+        if not image_plan.push:
+            return builder, None
+        report = registry.publish(builder.client, list(image_plan.tags), image_plan.series_tag, builder.env(),
+                                  lambda argv, env: stream(argv, cwd=image_plan.repo_root, env=env))
+    return builder, report
 
 
 # ---------------------------------------------------------------- CLI
@@ -576,13 +580,17 @@ def handler(args) -> int:
         else:
             print(dry_run_text(image_plan))
         return 0
-    builder = run_build(image_plan)
-    data = {"dry_run": False, **image_plan.to_json(), "builder": builder.describe()}
+    builder, report = run_build(image_plan)
+    data = {"dry_run": False, **image_plan.to_json(), "builder": builder.describe(), **(report or {})}
     if args.json:
         print(json.dumps(data, indent=2))
+    elif report:
+        for pushed in report["pushed"]:
+            verb = "pushed" if pushed["status"] == "pushed" else "unchanged (already in the registry)"
+            print(f"{verb} {pushed['tag']} ({pushed['kind']} tag)")
+        print(f"digest {report['digest']}\npull {report['pull']}")
     else:
-        verb = "pushed" if image_plan.push else "built"
-        print("\n".join(f"{verb} {tag}" for tag in image_plan.tags))
+        print("\n".join(f"built {tag}" for tag in image_plan.tags))
     return 0
 
 
@@ -597,7 +605,9 @@ def register_cli(subparsers, common=None) -> None:
                           "<repo>:<upstream>-<series>-cu130; repeatable")
     cmd.add_argument("--repo", default=None,
                      help=f"image repository (default: ${REPO_ENV}, else '{DEFAULT_REPO}')")
-    cmd.add_argument("--push", action="store_true", help="push to the registry instead of --load")
+    cmd.add_argument("--push", action="store_true",
+                     help="after the build, push every tag and print the digest; a release tag that "
+                          "names another image in the registry is refused (release tags never move)")
     cmd.add_argument("--dry-run", action="store_true",
                      help="print the build context and the exact command; run nothing")
     cmd.add_argument("--flashinfer-version", default=None, metavar="V",

@@ -156,26 +156,33 @@ def private_engine(workdir: Path, *, disk_mb: int | None = None, progress=None) 
     bridge and leaves iptables to that engine."""
     default = ensure_engine(progress)
     data, exec_root = workdir / "data", workdir / "exec"
-    data.mkdir(parents=True)
-    mounted = False
-    if disk_mb:
-        out = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={disk_mb}m", "tmpfs", str(data)],
-                             capture_output=True, text=True)
-        if out.returncode != 0:
-            raise EngineError(f"cannot mount a {disk_mb} MB tmpfs for a private engine: "
-                              f"{out.stderr.strip()}")
-        mounted = True
     host = f"unix://{workdir}/docker.sock"
     engine = None
+    with sized_dir(data, disk_mb, "a private engine"):
+        try:
+            proc = _start_dockerd(["--data-root", str(data), "--exec-root", str(exec_root),
+                                   "--pidfile", str(workdir / "docker.pid"), "-H", host,
+                                   "-b", "docker0", "--iptables=false", "--ip-masq=false"],
+                                  workdir / "dockerd.log", default.builder, host, progress)
+            engine = Engine(default.builder, proc, workdir / "dockerd.log", host)
+            yield engine
+        finally:
+            if engine is not None:
+                engine.stop()
+
+
+@contextlib.contextmanager
+def sized_dir(path: Path, disk_mb: int | None, what: str) -> Iterator[Path]:
+    """``path``, made; a tmpfs of ``disk_mb`` when given, so its disk can really fill up."""
+    path.mkdir(parents=True)
+    if not disk_mb:
+        yield path
+        return
+    out = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={disk_mb}m", "tmpfs", str(path)],
+                         capture_output=True, text=True)
+    if out.returncode != 0:
+        raise EngineError(f"cannot mount a {disk_mb} MB tmpfs for {what}: {out.stderr.strip()}")
     try:
-        proc = _start_dockerd(["--data-root", str(data), "--exec-root", str(exec_root),
-                               "--pidfile", str(workdir / "docker.pid"), "-H", host,
-                               "-b", "docker0", "--iptables=false", "--ip-masq=false"],
-                              workdir / "dockerd.log", default.builder, host, progress)
-        engine = Engine(default.builder, proc, workdir / "dockerd.log", host)
-        yield engine
+        yield path
     finally:
-        if engine is not None:
-            engine.stop()
-        if mounted:
-            subprocess.run(["umount", "-l", str(data)], capture_output=True)
+        subprocess.run(["umount", "-l", str(path)], capture_output=True)
