@@ -30,7 +30,7 @@ from urllib.parse import urlsplit, urlunsplit
 from packaging.utils import parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
-from . import registry
+from . import registry, sbom
 from .errors import UserError
 from .line import line_of
 from .lock import line_lock
@@ -545,8 +545,9 @@ def build_failure(tail: list[str], code: int, builder: Builder, image_plan: Imag
     return UserError(f"{builder.describe()} failed (exit {code}): {detail[:300]}", "see the build log above")
 
 
-def run_build(image_plan: ImagePlan) -> tuple[Builder, dict | None]:
-    """Build (and with ``push``, publish) the image; returns the builder and the push report."""
+def run_build(image_plan: ImagePlan) -> tuple[Builder, dict]:
+    """Build the image, record what is inside, and with ``push`` publish it; returns the builder
+    and the report (image ID, SBOM and audit paths, and the push's digest and tags)."""
     with image_lock(image_plan.root):
         builder = require_docker()
         if image_plan.push:  # a registry that cannot be reached is found before a long build
@@ -560,11 +561,14 @@ def run_build(image_plan: ImagePlan) -> tuple[Builder, dict | None]:
             code, tail = stream(argv, cwd=image_plan.repo_root, env=builder.env())
         if code != 0:
             raise build_failure(tail, code, builder, image_plan)
+        image_id = registry.local_image_id(builder.client, image_plan.image, builder.env())
+        inside = sbom.record(image_plan.root, image_plan.repo_root, builder.client, image_plan.image, builder.env(),
+                             image_id, image_plan.labels(), say=lambda m: print(m, file=sys.stderr, flush=True))
         if not image_plan.push:
-            return builder, None
+            return builder, {"image_id": image_id, "inside": inside}
         report = registry.publish(builder.client, list(image_plan.tags), image_plan.series_tag, builder.env(),
                                   lambda argv, env: stream(argv, cwd=image_plan.repo_root, env=env))
-    return builder, report
+    return builder, {**report, "inside": inside}
 
 
 # ---------------------------------------------------------------- CLI
@@ -581,10 +585,10 @@ def handler(args) -> int:
             print(dry_run_text(image_plan))
         return 0
     builder, report = run_build(image_plan)
-    data = {"dry_run": False, **image_plan.to_json(), "builder": builder.describe(), **(report or {})}
+    data = {"dry_run": False, **image_plan.to_json(), "builder": builder.describe(), **report}
     if args.json:
         print(json.dumps(data, indent=2))
-    elif report:
+    elif image_plan.push:
         for pushed in report["pushed"]:
             verb = "pushed" if pushed["status"] == "pushed" else "unchanged (already in the registry)"
             print(f"{verb} {pushed['tag']} ({pushed['kind']} tag)")

@@ -24,7 +24,7 @@ import pytest
 import yaml
 
 from helpers import AUTHOR_ENV, REPO_ROOT, assert_one_line_error, make_project, run_cli
-from sglpatch import image, source
+from sglpatch import image, sbom, source
 from sglpatch.cache import cache_dir
 from sglpatch.errors import UserError
 from sglpatch.pin import read_pin
@@ -787,3 +787,19 @@ def test_the_latest_line_builds_the_same_dockerfile_on_its_own_base_and_flashinf
     assert "--build-arg" in plan.argv() and f"FLASHINFER_VERSION={required}" in plan.argv()
     text = image.dry_run_text(plan)
     assert f"from lines/latest/dist/{plan.wheel_name}, built by `python build.py --line latest`" in text
+
+
+def test_our_local_version_is_audited_as_the_upstream_release_it_patches():
+    bom = {"components": [{"name": "sglang", "version": "0.5.9+kimi.2", "purl": "pkg:pypi/sglang@0.5.9%2Bkimi.2"},
+                          {"name": "torch", "version": "2.9.1", "purl": "pkg:pypi/torch@2.9.1"},
+                          {"name": "libc", "version": "2.36", "purl": "pkg:deb/debian/libc6@2.36"}]}
+    assert sbom.audit_requirements(bom) == (["sglang==0.5.9", "torch==2.9.1"], {"sglang": "0.5.9"})
+
+
+def test_an_audit_that_pypi_answered_for_no_package_is_not_reported_as_clean():
+    report = {"audited": False, "error": "PyPI's advisory data answered for none of the 2 packages (...)"}
+    assert sbom.summary(report).startswith("not audited")
+    found = {"audited": True, "dependencies": [{"name": "a", "version": "1", "vulns": [{"id": "X"}]},
+                                                {"name": "b", "version": "1", "vulns": []},
+                                                {"name": "c", "version": "1", "skip_reason": "unknown"}]}
+    assert sbom.summary(found) == "1 known vulnerability in 1 of 2 audited packages (1 unknown to PyPI)"

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import git
 import pytest
+from packaging.utils import canonicalize_name
 
 import image_standin
 import sglang_runtime
@@ -201,6 +202,32 @@ def test_changing_one_patch_rebuilds_only_the_last_layer(first_build, docker_eng
     for number, k, _, kind in steps:
         if kind != "FROM":  # the base is resolved, not built: the layer list above covers it
             assert (number in cached) == (int(k) != total), (k, kind, result.stderr[-4000:])
+
+
+def test_the_build_records_an_sbom_of_the_images_own_python_environment(first_build, docker_engine):
+    data, log = first_build
+    bom = json.loads(Path(data["inside"]["sbom"]).read_text())
+    assert bom["bomFormat"] == "CycloneDX" and bom["specVersion"] == "1.6"
+    main = bom["metadata"]["component"]
+    assert main["type"] == "container" and main["bom-ref"] == data["image_id"]
+    assert Path(data["inside"]["sbom"]).name == data["image_id"].replace(":", "-") + ".cdx.json"
+    listed = {canonicalize_name(c["name"]): c["version"] for c in bom["components"]}
+    seen = json.loads(in_image(docker_engine, data["image"], "import json, importlib.metadata as m; print(json.dumps("
+                               "{d.metadata['Name']: d.version for d in m.distributions()}))").stdout)
+    assert listed == {canonicalize_name(name): version for name, version in seen.items()}
+    assert listed["sglang"] == PIN.local_version  # made in the product image, not its base or the host
+    assert "cyclonedx-bom" not in listed  # the generator was mounted, never installed
+
+
+def test_the_build_writes_a_vulnerability_report_that_says_what_it_covers(first_build):
+    data, log = first_build
+    report = json.loads(Path(data["inside"]["audit"]).read_text())
+    assert f"vulnerabilities: {data['inside']['audit_summary']}" in log
+    if report["audited"]:
+        assert report["audited_as"] == {"sglang": PIN.version}
+        assert {d["name"] for d in report["dependencies"]} >= {"sglang", "torch"}
+    else:  # this machine's PyPI proxy serves no per-release JSON: the report says so, never "0 found"
+        assert report["error"] and "not audited" in data["inside"]["audit_summary"]
 
 
 # ---------------------------------------------------------------- the image serves EAGLE-3
