@@ -30,7 +30,8 @@ _MISSING = re.compile(r"no such manifest|manifest unknown|not found", re.I)
 _UNREACHABLE = re.compile(r"connection refused|no such host|i/o timeout|network is unreachable|"
                           r"server gave HTTP response to HTTPS client|error pinging|"
                           r"connection reset|EOF", re.I)
-_DENIED = re.compile(r"unauthorized|denied|authentication required|forbidden|401|403", re.I)
+_DENIED = re.compile(r"unauthorized|denied|authentication required|no basic auth credentials|forbidden|401|403",
+                     re.I)
 _FULL = re.compile(r"no space left on device|disk quota exceeded|insufficient storage|507", re.I)
 # docker reports a registry's storage failure (a full disk among them) only as its HTTP status
 _SERVER_ERROR = re.compile(r"unexpected HTTP status: 5\d\d[^\n]*", re.I)

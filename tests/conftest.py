@@ -102,22 +102,54 @@ def docker_engine(request):
 
 
 @pytest.fixture(scope="session")
-def standin_base(request, docker_engine, runtime) -> str:
-    """The stand-in for upstream's CUDA 13 base image (tests/image_standin.py), built once."""
+def standin_base(request, docker_engine, runtime, tmp_path_factory):
+    """The stand-in for upstream's CUDA 13 base image (tests/image_standin.py), built once. When
+    registry tests are selected, a registry starts being seeded with it at once, in the
+    background (``seeded_registry``)."""
     import docker_engine as engines
     import image_standin
+    import registry_server
     from sglpatch.source import release_artifact
 
     pin = runtime.pin
-    sdist = Path(release_artifact(pin.version, "sdist", pin))
+    # the sdist where the release has one (editable, as upstream's image); else the cp311 wheel
+    sglang = release_artifact(pin.version, "sdist", pin) or release_artifact(pin.version, "wheel", pin)
     try:
-        return image_standin.standin_base(
+        ref = image_standin.standin_base(
             docker_engine, cache=sglang_runtime.cache_dir(), upstream_tag=pin.tag,
-            requirements=runtime.requirements, sdist=sdist,
+            requirements=runtime.requirements, sglang=Path(sglang),
             stub_libcuda=runtime.stub_libcuda or runtime.build_stub(),
             progress=progress_printer(request.config, "docker"))
     except engines.EngineError as exc:
         pytest.fail(f"the stand-in base image: {exc}", pytrace=False)
+    job = None
+    # seeding takes minutes: only when a selected test needs it, and for this line
+    if any("seeded_registry" in getattr(item, "fixturenames", ()) and f"[{runtime.line.name}]" in item.nodeid
+           for item in request.session.items):
+        job = registry_server.SeedJob(docker_engine, ref, tmp_path_factory.mktemp(f"registry-{runtime.line.name}"),
+                                      progress=progress_printer(request.config, "registry"))
+    _SEEDS[ref] = job
+    yield ref
+    if job is not None:
+        job.stop()
+
+
+_SEEDS: dict = {}
+
+
+@pytest.fixture(scope="session")
+def seeded_registry(standin_base):
+    """A real registry on 127.0.0.1 that already holds the stand-in base's layers (seeded in the
+    background since the base was built; tests/registry_server.py)."""
+    import docker_engine as engines
+
+    job = _SEEDS.get(standin_base)
+    if job is None:
+        pytest.fail("the registry was not seeded: no registry test was collected", pytrace=False)
+    try:
+        return job.wait()
+    except engines.EngineError as exc:
+        pytest.fail(str(exc), pytrace=False)
 
 
 def progress_printer(config, prefix: str):

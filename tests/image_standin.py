@@ -112,9 +112,9 @@ def debian_image(engine: Engine, cache: Path, progress=None) -> str:
     return ref
 
 
-def _standin_context(dest: Path, requirements: Path, sdist: Path, stub_libcuda: Path) -> None:
+def _standin_context(dest: Path, requirements: Path, sglang: Path, stub_libcuda: Path) -> None:
     shutil.copy(requirements, dest / "runtime-requirements.txt")
-    shutil.copy(sdist, dest / sdist.name)
+    shutil.copy(sglang, dest / sglang.name)
     shutil.copytree(HARNESS_DIR, dest / "cpu_harness", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(stub_libcuda, dest / "libcuda.so.1")
     (dest / "ca-certificates").mkdir()
@@ -129,24 +129,27 @@ def _tree_digest(root: Path) -> str:
     return _key(*parts)
 
 
-def standin_base(engine: Engine, *, cache: Path, upstream_tag: str, requirements: Path, sdist: Path,
+def standin_base(engine: Engine, *, cache: Path, upstream_tag: str, requirements: Path, sglang: Path,
                  stub_libcuda: Path, progress=None) -> str:
-    """The stand-in for ``lmsysorg/sglang:<upstream_tag>-cu130``, built if its inputs changed."""
+    """The stand-in for ``lmsysorg/sglang:<upstream_tag>-cu130``, built if its inputs changed.
+    ``sglang`` is the release's sdist (installed editable, as upstream's image) or, for a
+    wheel-only release, its cp311 wheel."""
     debian = debian_image(engine, cache, progress)
     ref = f"sglpatch-test/sglang:{upstream_tag}-cu130-standin"
     with tempfile.TemporaryDirectory(prefix="sglpatch-standin-") as tmp:
         context = Path(tmp)
-        _standin_context(context, requirements, sdist, stub_libcuda)
+        _standin_context(context, requirements, sglang, stub_libcuda)
         key = _key(STANDIN_DOCKERFILE.read_text(), debian, _tree_digest(context))
         if _image_key(engine, ref) == key:
             return ref
         if progress:
             progress(f"building the stand-in base {ref} (one time: about 11 GB, a few minutes)")
-        log = cache / "images" / "standin-base.build.log"
+        log = cache / "images" / f"standin-base-{upstream_tag}.build.log"
+        kind = "SGLANG_WHEEL" if sglang.suffix == ".whl" else "SGLANG_SDIST"
         build_with_log(engine, [engine.builder.client, "build", "--progress", "plain",
                                 "--file", str(STANDIN_DOCKERFILE),
                                 "--build-arg", f"DEBIAN_IMAGE={debian}",
-                                "--build-arg", f"SGLANG_SDIST={sdist.name}",
+                                "--build-arg", f"{kind}={sglang.name}",
                                 "--label", f"{KEY_LABEL}={key}", "--tag", ref, str(context)],
                        log, progress, what="stand-in base")
     return ref

@@ -16,6 +16,7 @@ import shutil
 import socket
 import subprocess
 import tarfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -79,19 +80,31 @@ def _answers(host: str) -> bool:
     try:
         with urllib.request.urlopen(f"http://{host}/v2/", timeout=2) as resp:
             return resp.status == 200
+    except urllib.error.HTTPError as exc:
+        return exc.code == 401  # up, and asking for credentials
     except (OSError, urllib.error.URLError):
         return False
 
 
 @contextlib.contextmanager
-def registry(workdir: Path, *, disk_mb: int | None = None, progress=None) -> Iterator[Registry]:
+def registry(workdir: Path, *, disk_mb: int | None = None, users: dict[str, str] | None = None,
+             progress=None) -> Iterator[Registry]:
+    """A registry on a free loopback port; with ``users``, only they may read or push (basic auth)."""
     if shutil.which("docker-registry") is None:
         apt_install(("docker-registry",), progress)
     host = f"127.0.0.1:{free_port()}"
     with sized_dir(workdir / "data", disk_mb, "a registry") as data:
         config = workdir / "config.yml"
+        auth = ""
+        if users:
+            import bcrypt
+
+            passwords = workdir / "htpasswd"
+            passwords.write_text("".join(f"{user}:{bcrypt.hashpw(secret.encode(), bcrypt.gensalt()).decode()}\n"
+                                         for user, secret in users.items()))
+            auth = f"auth:\n  htpasswd:\n    realm: sglpatch-test\n    path: {passwords}\n"
         config.write_text(f"version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n"
-                          f"    rootdirectory: {data}\n  delete:\n    enabled: true\nhttp:\n  addr: {host}\n")
+                          f"    rootdirectory: {data}\n  delete:\n    enabled: true\nhttp:\n  addr: {host}\n{auth}")
         log = workdir / "registry.log"
         with open(log, "wb") as fh:
             proc = subprocess.Popen(["docker-registry", "serve", str(config)], stdout=fh,
@@ -110,40 +123,54 @@ def registry(workdir: Path, *, disk_mb: int | None = None, progress=None) -> Ite
             yield served
         finally:
             served.stop()
+            if not disk_mb:  # gigabytes of layers: never left behind in pytest's kept temp dirs
+                shutil.rmtree(data, ignore_errors=True)
 
 
 # ---------------------------------------------------------------- seeding a base image
 
-def _upload_blob(host: str, name: str, path: Path | None = None, data: bytes | None = None) -> str:
-    """One monolithic blob upload (POST, then PUT with the digest); returns the digest."""
-    digest = hashlib.sha256()
-    if path is not None:
-        with open(path, "rb") as fh:
-            for chunk in iter(lambda: fh.read(1 << 20), b""):
-                digest.update(chunk)
-    else:
-        digest.update(data)
-    ref = f"sha256:{digest.hexdigest()}"
+def _upload_blob(host: str, name: str, chunks) -> tuple[str, int]:
+    """Stream one blob into the registry (POST, one chunked PATCH, PUT with the digest computed on
+    the way); returns its digest and size. Nothing is staged on disk."""
+    digest, size = hashlib.sha256(), 0
+
+    def counted():
+        nonlocal size
+        for chunk in chunks:
+            digest.update(chunk)
+            size += len(chunk)
+            yield chunk
+
+    def absolute(location: str) -> str:
+        return f"http://{host}{location}" if location.startswith("/") else location
+
     request = urllib.request.Request(f"http://{host}/v2/{name}/blobs/uploads/", method="POST", data=b"")
     with urllib.request.urlopen(request, timeout=60) as resp:
-        location = resp.headers["Location"]
-    if location.startswith("/"):
-        location = f"http://{host}{location}"
-    size = path.stat().st_size if path is not None else len(data)
-    body = open(path, "rb") if path is not None else data
-    try:
-        request = urllib.request.Request(f"{location}{'&' if '?' in location else '?'}digest={ref}", method="PUT",
-                                         data=body, headers={"Content-Type": "application/octet-stream",
-                                                             "Content-Length": str(size)})
-        with urllib.request.urlopen(request, timeout=1800):
-            pass
-    finally:
-        if path is not None:
-            body.close()
-    return ref
+        location = absolute(resp.headers["Location"])
+    request = urllib.request.Request(location, method="PATCH", data=counted(),
+                                     headers={"Content-Type": "application/octet-stream"})
+    with urllib.request.urlopen(request, timeout=1800) as resp:
+        location = absolute(resp.headers["Location"])
+    ref = f"sha256:{digest.hexdigest()}"
+    request = urllib.request.Request(f"{location}{'&' if '?' in location else '?'}digest={ref}", method="PUT",
+                                     data=b"")
+    with urllib.request.urlopen(request, timeout=600):
+        pass
+    return ref, size
 
 
-def seed(engine, served: Registry, image: str, name: str, tag: str, workdir: Path, progress=None) -> str:
+def _gzipped(stream) -> Iterator[bytes]:
+    """``stream`` through pigz's fastest level on every core, as chunks."""
+    pigz = subprocess.Popen(["pigz", "-1", "-n", "-c"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    feeder = threading.Thread(target=lambda: (shutil.copyfileobj(stream, pigz.stdin, 1 << 20), pigz.stdin.close()))
+    feeder.start()
+    yield from iter(lambda: pigz.stdout.read(1 << 20), b"")
+    feeder.join()
+    if pigz.wait() != 0:
+        raise EngineError("pigz failed while seeding the registry")
+
+
+def seed(engine, served: Registry, image: str, name: str, tag: str, progress=None) -> str:
     """Put a local image into the registry as ``name:tag`` with pigz's fast gzip on both cores,
     then `docker pull` it so the engine knows its layers are there.
 
@@ -161,15 +188,7 @@ def seed(engine, served: Registry, image: str, name: str, tag: str, workdir: Pat
     with tarfile.open(fileobj=save.stdout, mode="r|") as tar:
         for member in tar:
             if member.name.endswith("/layer.tar"):
-                gz = workdir / "layer.tar.gz"
-                with open(gz, "wb") as out:
-                    pigz = subprocess.Popen(["pigz", "-1", "-n", "-c"], stdin=subprocess.PIPE, stdout=out)
-                    shutil.copyfileobj(tar.extractfile(member), pigz.stdin, 1 << 20)
-                    pigz.stdin.close()
-                    if pigz.wait() != 0:
-                        raise EngineError("pigz failed while seeding the registry")
-                layers[member.name] = (_upload_blob(served.host, name, path=gz), gz.stat().st_size)
-                gz.unlink()
+                layers[member.name] = _upload_blob(served.host, name, _gzipped(tar.extractfile(member)))
             elif member.name == "manifest.json":
                 manifest = json.loads(tar.extractfile(member).read())[0]
             elif member.name.endswith(".json") and member.name != "repositories":
@@ -182,7 +201,7 @@ def seed(engine, served: Registry, image: str, name: str, tag: str, workdir: Pat
     settings = parsed.setdefault("config", {})
     settings["Labels"] = {**(settings.get("Labels") or {}), "sglpatch.test.seed": name}
     config = json.dumps(parsed).encode()
-    config_ref = _upload_blob(served.host, name, data=config)
+    config_ref, _ = _upload_blob(served.host, name, [config])
     body = json.dumps({
         "schemaVersion": 2, "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
         "config": {"mediaType": "application/vnd.docker.container.image.v1+json", "size": len(config),
@@ -199,3 +218,39 @@ def seed(engine, served: Registry, image: str, name: str, tag: str, workdir: Pat
     if progress:
         progress(f"registry seeded with {image} ({len(layers)} layers) in {time.monotonic() - start:.0f}s")
     return digest
+
+
+class SeedJob:
+    """A registry seeded with a base image in a background thread, from when the base is built
+    until :meth:`stop`: the 9 minutes of seeding overlap the tests that run meanwhile."""
+
+    def __init__(self, engine, image: str, workdir: Path, progress=None):
+        self._ready, self._stop = threading.Event(), threading.Event()
+        self.registry: Registry | None = None
+        self.error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(engine, image, workdir, progress),
+                                        name=f"seed {image}", daemon=True)
+        self._thread.start()
+
+    def _run(self, engine, image: str, workdir: Path, progress) -> None:
+        try:
+            with registry(workdir, progress=progress) as served:
+                seed(engine, served, image, "sglpatch-test/standin", "base", progress=progress)
+                self.registry = served
+                self._ready.set()
+                self._stop.wait()
+        except BaseException as exc:  # handed to the test that waits for it
+            self.error = exc
+        finally:
+            self._ready.set()
+
+    def wait(self, timeout: float = 3600) -> Registry:
+        if not self._ready.wait(timeout):
+            raise EngineError(f"seeding the registry did not finish within {timeout:.0f}s")
+        if self.error is not None:
+            raise EngineError(f"seeding the registry failed: {self.error}")
+        return self.registry
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=600)

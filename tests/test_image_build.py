@@ -37,8 +37,8 @@ from sglpatch import image
 from sglpatch.pin import read_pin
 from sglpatch.series import read_series
 
-# The production line's image. The latest line's is planned and checked by tests/test_image.py;
-# building it here would need a stand-in for its own base (docs/lines.md, "Images").
+# The production line's image. The latest line's is built and served in tests/test_image_latest.py,
+# and both lines' images go through a registry in tests/test_image_registry.py.
 pytestmark = [pytest.mark.image, pytest.mark.slow, pytest.mark.lines("production")]
 
 PIN = read_pin(REPO_ROOT)
@@ -50,12 +50,16 @@ CONTAINER_LABEL = "sglpatch.test=image"
 
 
 def copy_project(dest: Path) -> Path:
-    """This repository's pin, series and Dockerfile, committed in a fresh git repository."""
+    """This repository's pins, series and Dockerfile (every line), committed in a fresh git repository."""
     dest.mkdir(parents=True)
     shutil.copy(REPO_ROOT / "upstream.toml", dest / "upstream.toml")
     shutil.copytree(REPO_ROOT / "patches", dest / "patches")
     shutil.copytree(REPO_ROOT / "docker", dest / "docker")
     shutil.copy(REPO_ROOT / ".gitmodules", dest / ".gitmodules")
+    for line in sorted((REPO_ROOT / "lines").iterdir()):  # the other lines' pins and series
+        (dest / "lines" / line.name).mkdir(parents=True)
+        shutil.copy(line / "upstream.toml", dest / "lines" / line.name / "upstream.toml")
+        shutil.copytree(line / "patches", dest / "lines" / line.name / "patches")
     (dest / "upstream").mkdir()  # as a clone has it: the submodule not populated, the tree clean
     commit_project(dest, PIN.commit)
     return dest
@@ -260,18 +264,17 @@ def _logs(engine, cid: str) -> str:
     return out.stdout + out.stderr
 
 
-@pytest.fixture(scope="module")
-def served(first_build, docker_engine, always0_pair):
-    target, draft = always0_pair
+def serve(engine, ref: str, pair, extra: tuple[str, ...] = ()) -> tuple[dict, dict, dict]:
+    """Start ``ref``'s server on the tiny pair until healthy; one greedy /generate and /server_info;
+    the container is removed. Returns (state, generated, server info)."""
+    target, draft = pair
     start = time.monotonic()
-    cid = run_server(docker_engine, first_build[0]["image"], target, draft)
+    cid = run_server(engine, ref, target, draft, extra=extra)
     try:
-        state = wait_for(docker_engine, cid, lambda s: not s["Running"] or s["Health"]["Status"] == "healthy",
-                         timeout=900)
-        assert state["Running"], f"the server exited ({state['ExitCode']}):\n{_logs(docker_engine, cid)[-8000:]}"
-        healthy_after = time.monotonic() - start
-        sys.__stderr__.write(f"\n[docker] container healthy after {healthy_after:.0f}s\n")
-        port = docker_engine.docker("port", cid, "30000/tcp").stdout.split()[0].rsplit(":", 1)[1]
+        state = wait_for(engine, cid, lambda s: not s["Running"] or s["Health"]["Status"] == "healthy", timeout=900)
+        assert state["Running"], f"the server exited ({state['ExitCode']}):\n{_logs(engine, cid)[-8000:]}"
+        sys.__stderr__.write(f"\n[docker] container healthy after {time.monotonic() - start:.0f}s\n")
+        port = engine.docker("port", cid, "30000/tcp").stdout.split()[0].rsplit(":", 1)[1]
         request = urllib.request.Request(f"http://127.0.0.1:{port}/generate", headers={"Content-Type": "application/json"},
                                          data=json.dumps({"text": scripts.PROMPTS[0],
                                                           "sampling_params": scripts.GREEDY}).encode())
@@ -279,10 +282,15 @@ def served(first_build, docker_engine, always0_pair):
             generated = json.loads(resp.read())
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/server_info", timeout=120) as resp:
             info = json.loads(resp.read())
-        yield state, generated, info
+        return state, generated, info
     finally:
-        docker_engine.docker("rm", "--force", cid, check=False)
-        assert cid not in containers(docker_engine)
+        engine.docker("rm", "--force", cid, check=False)
+        assert cid not in containers(engine)
+
+
+@pytest.fixture(scope="module")
+def served(first_build, docker_engine, always0_pair):
+    return serve(docker_engine, first_build[0]["image"], always0_pair)
 
 
 def test_container_turns_healthy_through_its_own_healthcheck(served):

@@ -136,3 +136,13 @@ def test_a_full_registry_disk_is_one_error_and_leaves_no_tag(docker_engine, tmp_
         assert "storage" in str(full.value) and "\n" not in str(full.value)
         assert small.tags(NAME) == []  # nothing half-pushed is named as a release
         forget_images(docker_engine, small.host)
+
+
+def test_a_registry_that_wants_credentials_is_one_error_naming_docker_login(docker_engine, tmp_path):
+    with registry(tmp_path / "auth", users={"maintainer": "s3cret"}) as guarded:
+        release = f"{guarded.host}/{NAME}:{SERIES}-cu130"
+        tiny_image(docker_engine, release, b"guarded")
+        with pytest.raises(UserError, match="refused") as refused:
+            push(docker_engine, [release])
+        assert f"docker login {guarded.host}" in str(refused.value) and "\n" not in str(refused.value)
+        forget_images(docker_engine, guarded.host)

@@ -31,20 +31,27 @@ COPY runtime-requirements.txt /tmp/runtime-requirements.txt
 RUN python3 -m pip install --no-deps --progress-bar off -r /tmp/runtime-requirements.txt \
  && rm /tmp/runtime-requirements.txt
 
-# SGLang itself, editable from the release's source, as upstream's image has it (checked from /:
-# in /sgl-workspace, `sglang/` would shadow it as a namespace package). Its build backend
-# needs setuptools-scm (pinned; Debian's setuptools and wheel serve the rest, no build isolation).
+# SGLang itself, as upstream's image has it: editable from the release's source (checked from /:
+# in /sgl-workspace, `sglang/` would shadow it as a namespace package). Its build backend needs
+# setuptools-scm (pinned; Debian's setuptools and wheel serve the rest, no build isolation).
+# A wheel-only release (0.5.11 on: no sdist on PyPI) installs its cp311 wheel instead, into
+# site-packages; upstream's image still builds it from a git clone (docs/lines.md, "Images").
 ARG SETUPTOOLS_SCM_VERSION=8.3.1
-ARG SGLANG_SDIST
+ARG SGLANG_SDIST=
+ARG SGLANG_WHEEL=
 WORKDIR /sgl-workspace
 RUN --mount=type=bind,target=/tmp/ctx \
-    python3 -m pip install --no-deps "setuptools-scm==${SETUPTOOLS_SCM_VERSION}" \
- && mkdir -p sglang \
- && tar -xzf "/tmp/ctx/${SGLANG_SDIST}" -C sglang \
- && mv sglang/"${SGLANG_SDIST%.tar.gz}" sglang/python \
- && python3 -m pip install --no-deps --no-build-isolation -e sglang/python \
- && cd / && python3 -c "import importlib.util as iu; o = iu.find_spec('sglang').origin; \
-assert o.startswith('/sgl-workspace/sglang/python/'), o; print('editable sglang at', o)"
+    if [ -n "${SGLANG_WHEEL}" ]; then \
+      python3 -m pip install --no-deps "/tmp/ctx/${SGLANG_WHEEL}" && mkdir -p sglang/python; \
+    else \
+      python3 -m pip install --no-deps "setuptools-scm==${SETUPTOOLS_SCM_VERSION}" \
+      && mkdir -p sglang \
+      && tar -xzf "/tmp/ctx/${SGLANG_SDIST}" -C sglang \
+      && mv sglang/"${SGLANG_SDIST%.tar.gz}" sglang/python \
+      && python3 -m pip install --no-deps --no-build-isolation -e sglang/python \
+      && cd / && python3 -c "import importlib.util as iu; o = iu.find_spec('sglang').origin; \
+assert o.startswith('/sgl-workspace/sglang/python/'), o; print('editable sglang at', o)"; \
+    fi
 
 # The test-only CPU harness: activated per container with `-e SGLPATCH_CPU_HARNESS=1`.
 COPY cpu_harness/ /opt/sglpatch-cpu-harness/
