@@ -70,6 +70,14 @@ class Registry:
                 self.proc.wait()
 
 
+def forget_images(engine, host: str) -> None:
+    """Untag what a test made for a registry that is going away (the engine keeps no stray tags)."""
+    refs = engine.docker("images", "--format", "{{.Repository}}:{{.Tag}}").stdout.split()
+    mine = [ref for ref in refs if ref.startswith(f"{host}/") and not ref.endswith(":<none>")]
+    if mine:
+        engine.docker("rmi", *mine, check=False)
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -20,12 +20,19 @@ import time
 import git
 import pytest
 
+from registry_server import forget_images
 from test_image_build import TEST_BUILD_ARGS, copy_project, image_cli, serve
 
 # Both lines: each pushes its own image onto its own stand-in base.
 pytestmark = [pytest.mark.image, pytest.mark.slow]
 
 NAME = "sglang-kimi"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def untagged_afterwards(docker_engine, seeded_registry):
+    yield
+    forget_images(docker_engine, seeded_registry.host)
 
 
 @pytest.fixture(scope="module")

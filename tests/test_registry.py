@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from helpers import REPO_ROOT, assert_one_line_error, run_cli
-from registry_server import free_port, registry
+from registry_server import forget_images, free_port, registry
 from sglpatch import image
 from sglpatch.errors import UserError
 from sglpatch.registry import is_release_tag, publish, remote_image
@@ -25,14 +25,6 @@ pytestmark = [pytest.mark.image]
 
 SERIES = "0.5.9-kimi.2"
 NAME = "sglang-kimi"
-
-
-def forget_images(engine, host: str) -> None:
-    """Untag what a test made for a registry that is gone (the engine keeps no stray tags)."""
-    refs = engine.docker("images", "--format", "{{.Repository}}:{{.Tag}}").stdout.split()
-    mine = [ref for ref in refs if ref.startswith(f"{host}/")]
-    if mine:
-        engine.docker("rmi", *mine, check=False)
 
 
 @pytest.fixture(scope="module")
