@@ -15,6 +15,7 @@ import git
 
 from . import build as build_module
 from .errors import UserError
+from .gitenv import killing_signal
 from . import transaction
 from .line import PRODUCTION, add_line, all_lines, find_line, line_of
 from .lock import line_lock
@@ -250,9 +251,9 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     except git.GitCommandError as exc:
-        if isinstance(exc.status, int) and exc.status < 0:
+        if (signum := killing_signal(exc)) is not None:
             print(f"error: interrupted: git {exc.command[1] if len(exc.command) > 1 else ''} was stopped by "
-                  f"signal {-exc.status}; nothing was lost: {_after_interrupt(args)}", file=sys.stderr)
+                  f"signal {signum}; nothing was lost: {_after_interrupt(args)}", file=sys.stderr)
             return 130
         said = [l.strip().strip("'") for l in (exc.stderr or "").replace("stderr: '", "").splitlines() if l.strip()]
         lock = next((m for l in said for m in [re.search(r"'?(/\S+\.lock)'?", l)] if m), None)

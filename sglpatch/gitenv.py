@@ -27,6 +27,12 @@ def git_env(date: str | None = None) -> dict[str, str]:
     return env
 
 
+def killing_signal(exc: Exception) -> int | None:
+    """The signal a failed git command died of (GitPython's negative status), else None."""
+    status = getattr(exc, "status", None)
+    return -status if isinstance(status, int) and status < 0 else None
+
+
 def raise_if_killed(exc: Exception) -> None:
     """A git child that died of a signal was interrupted, not refused: say so, never diagnose it.
 
@@ -34,6 +40,6 @@ def raise_if_killed(exc: Exception) -> None:
     and a git killed alone (OOM killer, a stop aimed at it) leaves Python running; both are an
     interrupt of the command, and the transaction rolls back as for Ctrl-C.
     """
-    status = getattr(exc, "status", None)
-    if isinstance(status, int) and status < 0:
-        raise KeyboardInterrupt(f"git was stopped by signal {-status}") from None
+    signum = killing_signal(exc)
+    if signum is not None:
+        raise KeyboardInterrupt(f"git was stopped by signal {signum}") from None

@@ -97,6 +97,10 @@ class ImagePlan:
         argv.append(context)
         return argv
 
+    def push_argv(self) -> list[list[str]]:
+        """What `--push` runs after the build, one `docker push` per tag (sglpatch.registry)."""
+        return [["docker", "push", tag] for tag in self.tags] if self.push else []
+
     def all_build_args(self) -> dict[str, str]:
         """What `--build-arg` passes: the derived args, then the FlashInfer pin and `--build-arg`."""
         args = dict(self.build_args)
@@ -124,7 +128,7 @@ class ImagePlan:
             "wheels": [f"{self.dist}/{name}" for name in self.context_files],
             "argv": self.argv(),
             "push": self.push,
-            "push_argv": [["docker", "push", tag] for tag in self.tags] if self.push else [],
+            "push_argv": self.push_argv(),
         }
 
 
@@ -494,7 +498,7 @@ def dry_run_text(image_plan: ImagePlan) -> str:
             f"{files}\n"
             f"# command, run from the repository root:\n"
             f"{format_command(image_plan.argv())}"
-            + "".join(f"\n{shlex.join(['docker', 'push', tag])}" for tag in image_plan.tags if image_plan.push))
+            + "".join(f"\n{shlex.join(argv)}" for argv in image_plan.push_argv()))
 
 
 def stream(argv: list[str], *, cwd: Path, env: dict[str, str], keep: int = 400) -> tuple[int, list[str]]:
@@ -566,8 +570,8 @@ def run_build(image_plan: ImagePlan) -> tuple[Builder, dict]:
                              image_id, image_plan.labels(), say=lambda m: print(m, file=sys.stderr, flush=True))
         if not image_plan.push:
             return builder, {"image_id": image_id, "inside": inside}
-        report = registry.publish(builder.client, list(image_plan.tags), image_plan.series_tag, builder.env(),
-                                  lambda argv, env: stream(argv, cwd=image_plan.repo_root, env=env))
+        report = registry.publish(builder.client, list(image_plan.tags), image_id, image_plan.series_tag,
+                                  builder.env(), lambda argv, env: stream(argv, cwd=image_plan.repo_root, env=env))
     return builder, {**report, "inside": inside}
 
 

@@ -152,10 +152,10 @@ def push_tag(client: str, tag: str, env: dict[str, str], stream: Callable) -> st
     return digests[-1]
 
 
-def publish(client: str, tags: list[str], series: str, env: dict[str, str], stream: Callable) -> dict:
-    """Push every tag of one built image: release tags first, refused before anything is pushed
-    if one would move; then check that the registry serves each tag as the pushed digest."""
-    image_id = local_image_id(client, tags[0], env)
+def publish(client: str, tags: list[str], image_id: str, series: str, env: dict[str, str],
+            stream: Callable) -> dict:
+    """Push every tag of the built image ``image_id``: release tags first, refused before anything
+    is pushed if one would move; then check that the registry serves each tag as the pushed digest."""
     unchanged = refuse_moving_release_tags(client, tags, image_id, series, env)
     ordered = sorted(tags, key=lambda t: not is_release_tag(t, series))
     digest, results = None, []

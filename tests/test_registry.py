@@ -19,7 +19,7 @@ from helpers import REPO_ROOT, assert_one_line_error, run_cli
 from registry_server import forget_images, free_port, registry
 from sglpatch import image
 from sglpatch.errors import UserError
-from sglpatch.registry import is_release_tag, publish, remote_image
+from sglpatch.registry import is_release_tag, local_image_id, publish, remote_image
 
 pytestmark = [pytest.mark.image]
 
@@ -46,9 +46,11 @@ def tiny_image(engine, ref: str, content: bytes) -> str:
     return engine.docker("image", "inspect", "--format", "{{.Id}}", ref).stdout.strip()
 
 
-def push(engine, tags: list[str]) -> dict:
+def push(engine, tags: list[str], series: str = SERIES) -> dict:
     stream = partial(image.stream, cwd=Path.cwd())
-    return publish(engine.builder.client, tags, SERIES, engine.env(), lambda argv, env: stream(argv, env=env))
+    image_id = local_image_id(engine.builder.client, tags[0], engine.env())
+    return publish(engine.builder.client, tags, image_id, series, engine.env(),
+                   lambda argv, env: stream(argv, env=env))
 
 
 def tags_of(served, repo: str, release: str) -> tuple[str, str]:
@@ -96,8 +98,7 @@ def test_a_release_tag_never_moves_and_the_same_image_again_is_a_no_op(docker_en
 
     newer = f"{local_registry.host}/{repo}:0.5.9-kimi.3-cu130"  # a new release: floating tags move
     docker_engine.docker("tag", release, newer)
-    moved = publish(docker_engine.builder.client, [newer, latest], "0.5.9-kimi.3", docker_engine.env(),
-                    lambda argv, env: image.stream(argv, cwd=Path.cwd(), env=env))
+    moved = push(docker_engine, [newer, latest], series="0.5.9-kimi.3")
     assert local_registry.manifest(repo, "latest")[0] == moved["digest"] != first["digest"]
     assert local_registry.manifest(repo, f"{SERIES}-cu130")[0] == first["digest"]
 
