@@ -223,8 +223,8 @@ def parser() -> argparse.ArgumentParser:
 
 def _command_modules():
     # Commands that live with their concept; each defines register_cli(subparsers, common).
-    from . import contract, image, importer, rebase, rehearse
-    return [m for m in (contract, image, importer, rebase, rehearse) if hasattr(m, "register_cli")]
+    from . import contract, deploy, image, importer, rebase, rehearse
+    return [m for m in (contract, deploy, image, importer, rebase, rehearse) if hasattr(m, "register_cli")]
 
 
 def _terminated(signum, frame):

@@ -6,6 +6,8 @@
 - :func:`standin_base`: ``tests/image/standin-base.Dockerfile`` on that image, the stand-in for
   upstream's ``lmsysorg/sglang:<tag>-cu130`` (docs/deploy.md lists how it differs). Built once per
   content: its tag carries a label with the sha256 of everything that went into it.
+- :func:`router_base`: that image plus this machine's CA certificates, the stand-in for
+  ``debian:bookworm-slim`` under docker/router/Dockerfile (pip behind this workplace's proxy).
 - :func:`trap_base`: a Debian image whose ``python3`` is a shell script, for the failure tests
   (a step that never ends, a step that fills the disk).
 
@@ -152,6 +154,26 @@ def standin_base(engine: Engine, *, cache: Path, upstream_tag: str, requirements
                                 "--build-arg", f"{kind}={sglang.name}",
                                 "--label", f"{KEY_LABEL}={key}", "--tag", ref, str(context)],
                        log, progress, what="stand-in base")
+    return ref
+
+
+def router_base(engine: Engine, cache: Path, progress=None) -> str:
+    """Debian bookworm (python3, pip) trusting this machine's CAs: the router image's base here."""
+    debian = debian_image(engine, cache, progress)
+    ref = "sglpatch-test/debian-ca:bookworm"
+    with tempfile.TemporaryDirectory(prefix="sglpatch-router-base-") as tmp:
+        context = Path(tmp)
+        (context / "ca-certificates").mkdir()
+        for cert in sorted(HOST_CA_DIR.glob("*.crt")) if HOST_CA_DIR.is_dir() else ():
+            shutil.copy(cert, context / "ca-certificates" / cert.name)
+        (context / "Dockerfile").write_text(
+            f"FROM {debian}\nCOPY ca-certificates/ /usr/local/share/ca-certificates/\n"
+            "RUN update-ca-certificates\n")
+        key = _key((context / "Dockerfile").read_text(), _tree_digest(context))
+        if _image_key(engine, ref) != key:
+            build_with_log(engine, [engine.builder.client, "build", "--progress", "plain", "--label",
+                                    f"{KEY_LABEL}={key}", "--tag", ref, str(context)],
+                           cache / "images" / "router-base.build.log", progress, what="router base")
     return ref
 
 

