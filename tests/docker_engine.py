@@ -63,6 +63,13 @@ def apt_install(packages: tuple[str, ...], progress=None) -> None:
             raise EngineError(f"`{' '.join(argv[:2])}` failed: {last[-1] if last else out.returncode}")
 
 
+def compose_cli(progress=None) -> str:
+    """Debian's docker-compose (v1, the Python tool these machines have), installed if missing."""
+    if shutil.which("docker-compose") is None:
+        apt_install(("docker-compose",), progress)
+    return shutil.which("docker-compose")
+
+
 class Engine:
     """The engine the image tests use; ``stop()`` ends it only if :func:`ensure_engine` started it."""
 

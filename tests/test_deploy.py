@@ -252,9 +252,10 @@ def test_bad_replica_counts_are_one_line(tmp_path):
 def compose_cli():
     import docker_engine
 
-    if not shutil.which("docker-compose"):
-        docker_engine.apt_install(("docker-compose",))
-    return shutil.which("docker-compose")
+    try:
+        return docker_engine.compose_cli()
+    except docker_engine.EngineError as exc:
+        pytest.fail(f"docker-compose: {exc}", pytrace=False)
 
 
 @pytest.mark.parametrize("override", ["gpu.yaml", "cpu.yaml"])

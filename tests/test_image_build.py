@@ -50,11 +50,13 @@ CONTAINER_LABEL = "sglpatch.test=image"
 
 
 def copy_project(dest: Path) -> Path:
-    """This repository's pins, series and Dockerfile (every line), committed in a fresh git repository."""
+    """This repository's pins, series, Dockerfiles and deploy templates (every line), committed in a
+    fresh git repository."""
     dest.mkdir(parents=True)
     shutil.copy(REPO_ROOT / "upstream.toml", dest / "upstream.toml")
     shutil.copytree(REPO_ROOT / "patches", dest / "patches")
     shutil.copytree(REPO_ROOT / "docker", dest / "docker")
+    shutil.copytree(REPO_ROOT / "deploy", dest / "deploy")
     shutil.copy(REPO_ROOT / ".gitmodules", dest / ".gitmodules")
     for line in sorted((REPO_ROOT / "lines").iterdir()):  # the other lines' pins and series
         (dest / "lines" / line.name).mkdir(parents=True)
