@@ -294,3 +294,29 @@ def test_compose_and_kubernetes_run_the_replicas_with_the_same_arguments(rendere
     expected = [a for a in k8s if a != "--enable-flashinfer-allreduce-fusion"]
     expected[expected.index("--tp-size") + 1] = "16"
     assert [a for a in lws if a not in multinode_only] == expected
+
+
+def test_every_launch_server_flag_in_the_templates_exists_in_the_lines_release(rendered, single, multinode,
+                                                                           runtime):
+    """A flag SGLang does not know stops a replica at start-up, which only a GPU cluster would see:
+    every flag of the templates is one the line's release's own argument parser accepts."""
+    import sglang_runtime
+
+    script = sglang_runtime.emit_snippet() + """
+import argparse
+from sglang.srt.server_args import ServerArgs
+parser = argparse.ArgumentParser()
+ServerArgs.add_cli_args(parser)
+emit(sorted(s for a in parser._actions for s in a.option_strings))
+"""
+    result = runtime.run(script, variant="pristine", timeout=300)
+    known = set(result.result() or ())
+    assert known, result.stderr[-4000:]
+    compose = yaml.safe_load((rendered[0] / "compose" / "compose.yaml").read_text())["services"]["replica-0"]
+    cpu = yaml.safe_load((rendered[0] / "compose" / "cpu.yaml").read_text())["services"]["replica-0"]
+    used = {a for args in (compose["command"], cpu["command"], _workers(single)["containers"][0]["args"],
+                           _leader(multinode)["containers"][0]["args"]) for a in args if a.startswith("--")}
+    assert {"--nnodes", "--node-rank", "--dist-init-addr", "--speculative-algorithm"} <= used
+    assert used - known == set()
+    # negative twin: a flag no release has is caught
+    assert {"--speculative-algorithmm"} - known

@@ -430,6 +430,9 @@ def test_workflow_builds_on_tags_and_gates_the_gpu_suite():
     build_steps = "\n".join(s.get("run", "") for s in jobs["image"]["steps"])
     assert "python build.py image --push" in build_steps
     assert "python build.py image --dry-run --json" in build_steps
+    # the pushed digest is what the rendered deployment runs, beside the router image
+    assert "python build.py deploy --replicas 2 --image-json pushed.json" in build_steps
+    assert "router_build_argv" in build_steps
     assert jobs["image"]["permissions"]["packages"] == "write"
     gpu = jobs["gpu-smoke"]
     assert gpu["needs"] == "image"

@@ -177,6 +177,20 @@ def test_requests_through_the_router_come_back_speculative_from_both_replicas(up
     assert sum(served.values()) == 8 and all(served.values()), served
 
 
+def test_every_router_flag_in_the_templates_is_one_the_pinned_router_knows(images, docker_engine):
+    import yaml
+
+    helped = docker_engine.docker("run", "--rm", images["images"]["sglang-router"], "--help").stdout
+    known = set(re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]+)", helped))
+    compose = yaml.safe_load((Path(images["compose"]) / "compose.yaml").read_text())["services"]["router"]
+    k8s = [d for d in yaml.safe_load_all((Path(images["out"]) / "k8s" / "single.rendered.yaml").read_text())
+           if d["kind"] == "Deployment" and d["metadata"]["name"] == "sglang-router"][0]
+    used = {a for a in compose["command"] + k8s["spec"]["template"]["spec"]["containers"][0]["args"]
+            if a.startswith("--")}
+    assert {"--service-discovery", "--worker-urls", "--retry-max-retries", "--cb-failure-threshold"} <= used
+    assert used - known == set() and "--no-such-router-flag" not in known
+
+
 def _load(project: Project, on_progress) -> list[tuple[int, float, str | None]]:
     """LOAD_REQUESTS requests, LOAD_CONCURRENCY at a time, within LOAD_DEADLINE: (status, end time,
     error)."""
