@@ -1,0 +1,177 @@
+"""Mutation testing of the tool: does the fast suite fail when the code is wrong? (issue 20)
+
+    pip install -r benchmarks/requirements-mutation.txt
+    python benchmarks/mutation.py                       # the modules that write or judge the series
+    python benchmarks/mutation.py sglpatch/pin.py       # one module (minutes)
+    python benchmarks/mutation.py --all                 # every module of sglpatch/
+
+Runs mutmut (pinned) on a scratch copy of HEAD, never on this checkout, with the fast tests
+(`-m "not slow and not image"`); mutmut runs for each mutant only the tests that reach the mutated
+function. Prints per module: mutants, killed, survived, no tests, timed out, the score and the time.
+Not part of CI: it is a benchmark. What is left out of the score, and nothing else:
+
+- message-only mutants: the mutant differs from the original only inside string literals
+  (wording of a message); counted and reported apart, no target;
+- equivalent mutants: listed by name in benchmarks/mutation-equivalents.toml, one reason each.
+
+Target (issue 20): at least 90 % killed in the modules that write or judge the series.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import collections
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import tomllib
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+EQUIVALENTS = REPO / "benchmarks" / "mutation-equivalents.toml"
+SERIES_MODULES = ("sglpatch/rebase.py", "sglpatch/queue.py", "sglpatch/series.py", "sglpatch/line.py",
+                  "sglpatch/pin.py", "sglpatch/source.py", "sglpatch/wheel.py", "sglpatch/contract/classes.py")
+TARGET = 0.90
+CONFIG = """[tool.mutmut]
+source_paths = ["sglpatch"]
+only_mutate = {only}
+also_copy = ["build.py", "upstream.toml", "patches", "lines", "docker", "deploy", "pytest.ini", "benchmarks"]
+pytest_add_cli_args = ["-m", "not slow and not image", "-p", "no:cacheprovider", "-q"]
+pytest_add_cli_args_test_selection = ["tests"]
+"""
+
+
+def scratch_copy(dest: Path) -> None:
+    """HEAD's tracked files (what a clean clone has), without the submodule."""
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", "HEAD"], check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
+
+
+# Calls whose string arguments are words for a person: an error, a warning, a progress line.
+MESSAGE_CALLS = {"UserError", "Refused", "print", "say", "progress", "_say", "_note", "note", "warn", "write"}
+
+
+class _BlankMessages(ast.NodeTransformer):
+    """Blank the string constants of messages only: a dict key or a TOML field stays as it is."""
+
+    def visit_Call(self, call):
+        func = call.func
+        name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+        if name in MESSAGE_CALLS:
+            call.args = [_blank(a) for a in call.args]
+            call.keywords = [ast.keyword(arg=k.arg, value=_blank(k.value)) for k in call.keywords]
+            return call
+        return self.generic_visit(call)
+
+
+def _blank(node: ast.AST) -> ast.AST:
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Constant) and isinstance(sub.value, str):
+            sub.value = ""
+    return node
+
+
+def _normalised(node: ast.AST) -> str:
+    fn = _BlankMessages().visit(ast.parse(ast.unparse(node)))
+    body = fn.body[0]
+    return ast.dump(ast.Module(body=body.body, type_ignores=[])) + ast.dump(body.args)
+
+
+def message_only(mutated_file: Path) -> set[str]:
+    """Mutant function names whose only change is inside string literals."""
+    tree = ast.parse(mutated_file.read_text())
+    functions = {n.name: n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    found = set()
+    for name, node in functions.items():
+        base, sep, number = name.rpartition("__mutmut_")
+        if not sep or not number.isdigit() or f"{base}__mutmut_orig" not in functions:
+            continue
+        if _normalised(node) == _normalised(functions[f"{base}__mutmut_orig"]):
+            found.add(name)
+    return found
+
+
+def statuses(workdir: Path) -> dict[str, str]:
+    from mutmut.stats import status_by_exit_code
+
+    found = {}
+    for meta in (workdir / "mutants").rglob("*.meta"):
+        for key, code in json.loads(meta.read_text())["exit_code_by_key"].items():
+            found[key] = status_by_exit_code[code]
+    return found
+
+
+def module_of(key: str) -> str:
+    return key.split(".x_")[0].split(".xǁ")[0].replace(".", "/") + ".py"
+
+
+def report(workdir: Path, seconds: float, equivalents: dict[str, str]) -> tuple[list[dict], bool]:
+    found = statuses(workdir)
+    rows, met = [], True
+    by_module = collections.defaultdict(dict)
+    for key, status in found.items():
+        by_module[module_of(key)][key] = status
+    for module, keys in sorted(by_module.items()):
+        messages = {f"{key.rsplit('.', 1)[0]}.{name}" for name in message_only(workdir / "mutants" / module)}
+        counts = collections.Counter()
+        for key, status in keys.items():
+            kind = "equivalent" if key in equivalents else "message" if key in messages else status
+            counts[kind] += 1
+        scored = len(keys) - counts["equivalent"] - counts["message"]
+        score = counts["killed"] / scored if scored else 1.0
+        series = module in SERIES_MODULES
+        met &= not series or score >= TARGET
+        rows.append({"module": module, "mutants": len(keys), "killed": counts["killed"],
+                     "survived": counts["survived"], "no_tests": counts["no tests"], "timeout": counts["timeout"],
+                     "message_only": counts["message"], "equivalent": counts["equivalent"],
+                     "score": round(score, 3), "target": TARGET if series else None,
+                     "survivors": sorted(k for k, s in keys.items()
+                                         if s in ("survived", "no tests") and k not in equivalents and k not in messages)})
+    print(f"{'module':34} {'mutants':>7} {'killed':>6} {'surv':>5} {'none':>5} {'t/o':>4} {'msg':>4} "
+          f"{'equiv':>5} {'score':>6}  target")
+    for r in rows:
+        verdict = "" if r["target"] is None else ("met" if r["score"] >= TARGET else "NOT MET")
+        print(f"{r['module']:34} {r['mutants']:7} {r['killed']:6} {r['survived']:5} {r['no_tests']:5} "
+              f"{r['timeout']:4} {r['message_only']:4} {r['equivalent']:5} {r['score']:6.1%}  {verdict}")
+    print(f"time: {seconds:.0f} s on {subprocess.run(['nproc'], capture_output=True, text=True).stdout.strip()} cores")
+    return rows, met
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("modules", nargs="*", help="paths under sglpatch/ (default: the series modules)")
+    parser.add_argument("--all", action="store_true", help="every module of sglpatch/")
+    parser.add_argument("--max-children", type=int, default=2)
+    parser.add_argument("--json", metavar="FILE", help="also write the figures and survivors here")
+    parser.add_argument("--keep", action="store_true", help="keep the scratch copy (mutmut show/browse there)")
+    args = parser.parse_args(argv)
+    modules = ["sglpatch/*"] if args.all else (args.modules or list(SERIES_MODULES))
+    equivalents = tomllib.loads(EQUIVALENTS.read_text()).get("equivalent", {}) if EQUIVALENTS.exists() else {}
+    workdir = Path(tempfile.mkdtemp(prefix="sglpatch-mutation-"))
+    try:
+        scratch_copy(workdir)
+        (workdir / "pyproject.toml").write_text(CONFIG.format(only=json.dumps(modules)))
+        start = time.monotonic()
+        run = subprocess.run([sys.executable, "-m", "mutmut", "run", "--max-children", str(args.max_children)],
+                             cwd=workdir, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        if run.returncode != 0:
+            print(f"error: mutmut failed ({run.returncode}): {run.stderr.strip()[-2000:]}", file=sys.stderr)
+            return 2
+        rows, met = report(workdir, time.monotonic() - start, equivalents)
+        if args.json:
+            Path(args.json).write_text(json.dumps({"rows": rows, "target_met": met}, indent=2))
+        if args.keep:
+            print(f"scratch copy kept: {workdir}")
+        print("targets " + ("met" if met else "NOT met") + f": at least {TARGET:.0%} killed in the series modules")
+        return 0 if met else 1
+    finally:
+        if not args.keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
