@@ -11,6 +11,7 @@ against a pinned Kubernetes release's OpenAPI schema, and held to what productio
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -34,6 +35,7 @@ ROUTER_IMAGE = "sglang-router"
 COMPOSE_FILES = ("compose.yaml", "gpu.yaml", "cpu.yaml")
 OVERLAYS = ("single", "multinode")
 MAX_REPLICAS = 64
+MANIFEST = ".sglpatch-deploy.json"  # what deploy wrote, by sha256: an edited file is never replaced
 
 
 # ---------------------------------------------------------------- what to deploy
@@ -172,7 +174,9 @@ def render(root: Path, repo_root: Path, out: Path, *, replicas: int, refs: dict[
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
     try:
+        _refuse_to_lose(out)
         counts = _write(staging, templates, refs, replicas, project=f"sglang-kimi-{root.name if root != repo_root else 'production'}")
+        (staging / MANIFEST).write_text(json.dumps(_digests(staging), indent=1, sort_keys=True) + "\n")
         _replace(out, staging)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
@@ -206,6 +210,36 @@ def _write(dest: Path, templates: Path, refs: dict[str, str], replicas: int, pro
                         + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""),
                         "fix deploy/k8s; nothing was written")
     return counts
+
+
+def _digests(directory: Path) -> dict[str, str]:
+    return {str(p.relative_to(directory)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(directory.rglob("*")) if p.is_file() and p.name != MANIFEST}
+
+
+def _refuse_to_lose(out: Path) -> None:
+    """``out`` is replaced only if it is missing, empty, or exactly what ``deploy`` last wrote:
+    a directory of someone else's, or a rendered file edited by hand, is never overwritten."""
+    if not out.exists():
+        return
+    if not out.is_dir():
+        raise UserError(f"--out {out} is a file", "give a directory that deploy may own")
+    if not any(out.iterdir()):
+        return
+    manifest = out / MANIFEST
+    if not manifest.is_file():
+        raise UserError(f"{out} exists and was not written by `build.py deploy`: it would be replaced whole",
+                        "give another --out, or move that directory away")
+    try:
+        written = json.loads(manifest.read_text())
+    except ValueError:
+        written = {}
+    now = _digests(out)
+    changed = sorted(set(now) ^ set(written) | {f for f in now if f in written and now[f] != written[f]})
+    if changed:
+        raise UserError(f"{out / changed[0]} changed since `build.py deploy` wrote it"
+                        + (f" (and {len(changed) - 1} more)" if len(changed) > 1 else ""),
+                        "make the change in the templates under deploy/ (or keep a copy), then remove it and rerun")
 
 
 def _replace(out: Path, staging: Path) -> None:

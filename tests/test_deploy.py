@@ -320,3 +320,27 @@ emit(sorted(s for a in parser._actions for s in a.option_strings))
     assert used - known == set()
     # negative twin: a flag no release has is caught
     assert {"--speculative-algorithmm"} - known
+
+
+def test_deploy_replaces_only_what_it_wrote_itself(tmp_path):
+    """Never overwrite a file the user has not committed: an edited rendered file, or a directory
+    deploy did not write, is refused with one line and left as it was; untouched output is
+    replaced (the twin)."""
+    out = tmp_path / "out"
+    assert run_cli(REPO_ROOT, "deploy", "--out", str(out)).returncode == 0
+    assert run_cli(REPO_ROOT, "deploy", "--out", str(out), "--replicas", "3").returncode == 0
+    compose = out / "compose" / "compose.yaml"
+    assert "replica-2" in compose.read_text()
+    compose.write_text(compose.read_text() + "# my change\n")
+    assert_one_line_error(run_cli(REPO_ROOT, "deploy", "--out", str(out)), "compose.yaml changed since")
+    assert compose.read_text().endswith("# my change\n")
+    (out / "compose" / "notes.txt").write_text("mine")
+    compose.write_text(compose.read_text().replace("# my change\n", ""))
+    assert_one_line_error(run_cli(REPO_ROOT, "deploy", "--out", str(out)), "notes.txt changed since")
+    assert (out / "compose" / "notes.txt").read_text() == "mine"
+    foreign = tmp_path / "project"
+    foreign.mkdir()
+    (foreign / "README").write_text("someone else's")
+    assert_one_line_error(run_cli(REPO_ROOT, "deploy", "--out", str(foreign)), "was not written by")
+    assert [p.name for p in foreign.iterdir()] == ["README"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "project"]
