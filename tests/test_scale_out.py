@@ -42,7 +42,7 @@ from test_image_build import TEST_BUILD_ARGS, copy_project, image_cli, scripts
 
 pytestmark = [pytest.mark.image, pytest.mark.slow, pytest.mark.lines("production")]
 
-REPO = "sglpatch-test/sglang-kimi"
+REPO = "sglpatch-test/scale-out/sglang-kimi"  # its own tags: the image tests check theirs by tag
 REPLICAS = 2
 EJECT_SECONDS = 20  # 2 failed health checks 5 s apart, plus a 5 s timeout, plus slack
 UP_TIMEOUT = 900
