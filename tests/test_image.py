@@ -433,6 +433,9 @@ def test_workflow_builds_on_tags_and_gates_the_gpu_suite():
     # the pushed digest is what the rendered deployment runs, beside the router image
     assert "python build.py deploy --replicas 2 --image-json pushed.json" in build_steps
     assert "router_build_argv" in build_steps
+    # a release carries what is inside its image
+    assert "gh release upload" in build_steps and "dist/image/*.json" in build_steps
+    assert jobs["image"]["permissions"]["contents"] == "write"
     assert jobs["image"]["permissions"]["packages"] == "write"
     gpu = jobs["gpu-smoke"]
     assert gpu["needs"] == "image"
