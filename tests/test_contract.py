@@ -20,7 +20,8 @@ from sglpatch import checks, source
 from sglpatch.cli import main as cli_main
 from sglpatch.contract import CHECK_NAMES, PATTERNS, check_tree
 from sglpatch.contract.core import Analysis
-from sglpatch.contract.gates import check_allreduce_gate, check_symm_mem
+from sglpatch.contract.gates import check_allreduce_gate
+from sglpatch.contract.symm_mem import check_symm_mem
 from sglpatch.errors import UserError
 from sglpatch.pin import read_pin
 
@@ -364,7 +365,8 @@ def test_sm12_gates_on_synthetic_trees(tmp_path):
     symm = "distributed/device_communicators/torch_symm_mem.py"
     fixed = make_tree(tmp_path / "symm", edits={symm: [
         ("        if self.device_capability < 9:\n",
-         "        if self.device_capability not in TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES:\n"),
+         "        if self.device_capability not in TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES:\n"
+         "            logger.warning('capability not supported, communicator is not available')\n"),
         ("self._WORLD_SIZES_MULTIMEM[self.device_capability]",
          "self._WORLD_SIZES_MULTIMEM.get(self.device_capability, ())")]})
     assert check_symm_mem(Analysis(fixed, cache=False).tree).findings == []

@@ -7,10 +7,12 @@ so every part of the runtime interface the inner model has must be delegated by 
 
 from __future__ import annotations
 
+import ast
 import re
 from dataclasses import dataclass, field
 
-from .tree import MODELS, SRT, ClassOutline, Member, SourceTree, Symbol
+from .evaluate import UNKNOWN, Evaluator, Raised, PathRaises, is_none
+from .tree import MODELS, SRT, ClassOutline, Member, SourceTree, Symbol, dotted
 
 # torch.nn.Module's public (and commonly used private) attributes: the one external base every
 # model class has. This is torch's API, not SGLang's contract, so it is listed rather than derived.
@@ -89,6 +91,7 @@ class ClassIndex:
         self._names: dict[str, list[ClassRef]] | None = None
         self._lm: dict[ClassRef, bool] = {}
         self._wrapper: dict[ClassRef, bool] = {}
+        self._getattr_paths: dict[tuple, list] = {}
 
     # ------------------------------------------------------------ lookup of classes
 
@@ -193,30 +196,64 @@ class ClassIndex:
                              if m.kind == "self-attr" else "")
             return Lookup("present", c.qualname, kind, self.location(c, m.line))
         if not on_class and _depth < 3:
-            for c in self.mro(ref):
-                if not isinstance(c, ClassRef):
-                    continue
-                co = self.outline(c)
-                if co is None or co.getattr_forward is None:
-                    continue
-                where = self.location(c, co.members["__getattr__"].line)
-                if co.getattr_forward == "?":
-                    return Lookup("forwarded", c.qualname, "__getattr__", where,
-                                  "forwarded by __getattr__ (target not resolved)")
-                targets = [t for t in self.held(ref).get(co.getattr_forward, []) if isinstance(t, ClassRef)]
-                for t in targets:
-                    inner = self.lookup(t, member, _depth=_depth + 1)
-                    if inner.ok:
-                        return Lookup("forwarded", c.qualname, "__getattr__", where,
-                                      f"forwarded by __getattr__ to self.{co.getattr_forward} "
-                                      f"({t.name}: {inner.kind})")
-                note = f"__getattr__ forwards to self.{co.getattr_forward}"
-                if targets:
-                    return Lookup("missing", None, None, where, note + f" ({targets[0].name} lacks it)")
-                return Lookup("forwarded", c.qualname, "__getattr__", where, note + " (unresolved)")
+            owner = next((c for c in self.mro(ref) if isinstance(c, ClassRef) and self.outline(c)
+                          and self.outline(c).getattr_forward is not None), None)
+            if owner is not None:
+                return self._via_getattr(ref, owner, member, _depth)
         if unknown:
             return Lookup("unknown", None, None, None, f"not found; external base {unknown[0]} not analysed")
         return Lookup("missing")
+
+    def _via_getattr(self, ref: ClassRef, owner: ClassRef, member: str, depth: int) -> Lookup:
+        """``member`` as ``owner.__getattr__`` serves it on an instance of ``ref``: forwarded only
+        when every path forwards to an inner object whose class really has it."""
+        m = self.outline(owner).members["__getattr__"]
+        where = self.location(owner, m.line)
+        key = (owner, member)
+        if key not in self._getattr_paths:
+            self._getattr_paths[key] = getattr_paths(self.tree, owner, m, member)
+        paths = self._getattr_paths[key]
+        found, lacking, unsure = [], [], []
+        for kind, chain in paths:
+            if kind in ("raise", "none"):
+                lacking.append("__getattr__ raises AttributeError for it" if kind == "raise"
+                               else "__getattr__ returns None for it")
+                continue
+            if kind != "forward":
+                unsure.append(f"__getattr__ {kind} for it")
+                continue
+            targets = self.resolve_chain(ref, chain)
+            text = "self." + ".".join(chain)
+            if targets is None:
+                unsure.append(f"__getattr__ forwards to {text}, whose class is not known statically")
+                continue
+            looks = [(t, self.lookup(t, member, _depth=depth + 1)) for t in targets]
+            missing = [t.name for t, lk in looks if not lk.ok]
+            if missing:
+                lacking.append(f"__getattr__ forwards to {text} ({', '.join(missing)} lacks it)")
+            else:
+                found.append(f"forwarded by __getattr__ to {text} ("
+                             + ", ".join(f"{t.name}: {lk.kind}" for t, lk in looks) + ")")
+        if found and not lacking and not unsure:
+            return Lookup("forwarded", owner.qualname, "__getattr__", where, found[0])
+        if lacking and not found and not unsure:
+            return Lookup("missing", None, None, where, lacking[0])
+        return Lookup("unknown", None, None, where, (unsure or lacking)[0] + (
+            "; other paths forward it" if found else ""))
+
+    def resolve_chain(self, ref: ClassRef, chain: tuple[str, ...]) -> list[ClassRef] | None:
+        """Classes of ``self.a.b`` on an instance of ``ref`` (constructed in ``__init__``s), or None
+        when any step is chosen at runtime, external, or not constructed where we can see it."""
+        current = [ref]
+        for attr in chain:
+            nxt = []
+            for c in current:
+                cands = self.held(c).get(attr)
+                if not cands or any(not isinstance(x, ClassRef) for x in cands):
+                    return None
+                nxt.extend(x for x in cands if x not in nxt)
+            current = nxt
+        return current
 
     def method_params(self, ref: ClassRef, method: str) -> tuple[Member | None, str | None]:
         for c in self.mro(ref):
@@ -351,6 +388,60 @@ class ClassIndex:
                   and bool(self.inner_models(ref, _depth)))
         self._wrapper[ref] = result
         return result
+
+
+_NO_ATTR = ("__getattr__", "__getattribute__")
+
+
+def getattr_paths(tree: SourceTree, cls: ClassRef, m: Member, member: str) -> list[tuple]:
+    """What ``cls.__getattr__`` does when asked for ``member``, per path: ("forward", chain) for
+    ``return getattr(self.a.b, name)``, ("raise", ()) when it raises (``super().__getattr__`` of
+    an nn.Module raises for anything but a registered parameter, buffer or submodule), ("none", ())
+    when it returns None, or ("returns another value", ()) / ("is not analysable", ())."""
+    node = tree.module(cls.module).segment(m.start, m.end) if m.start else None
+    params = [a.arg for a in node.args.args] if node is not None else []
+    if len(params) < 2:
+        return [("is not analysable", ())]
+
+    def hook(ev, call, name, args, kwargs, st):
+        f = call.func
+        if isinstance(f, ast.Attribute) and f.attr in _NO_ATTR and (
+                isinstance(f.value, ast.Call) and dotted(f.value.func) == "super"
+                or (dotted(f.value) or "").rpartition(".")[2] in ("Module", "object")):
+            raise PathRaises(Raised("AttributeError", member, call.lineno))
+        if name == "getattr" and len(call.args) >= 2 and isinstance(call.args[1], ast.Name) \
+                and call.args[1].id == params[1]:
+            chain = _self_chain(call.args[0], params[0])
+            return _Forward(chain) if chain else UNKNOWN
+        return NotImplemented
+
+    out = []
+    for end in Evaluator(call=hook).run(node, {params[1]: member}):
+        if end.kind == "raise":
+            out.append(("raise", ()))
+        elif end.kind == "fall" or is_none(end.value):
+            out.append(("none", ()))
+        elif isinstance(end.value, _Forward):
+            out.append(("forward", end.value.chain))
+        else:
+            out.append(("returns another value", ()))
+    return out
+
+
+@dataclass(frozen=True)
+class _Forward:
+    chain: tuple[str, ...]
+
+
+def _self_chain(node, me: str) -> tuple[str, ...] | None:
+    """``self.a.b`` -> ("a", "b"); anything else None."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name) and node.id == me and parts:
+        return tuple(reversed(parts))
+    return None
 
 
 def _c3_merge(seqs: list[list]) -> list:

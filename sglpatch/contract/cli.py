@@ -16,8 +16,9 @@ report every member each selected model lacks while its inner language model has
 capture-layer wiring, and the other named checks. Static (ast only): no GPU, no SGLang import.
 
 Default tree: the patched work tree build/src. Default model: {', '.join(DEFAULT_MODELS)}.
-Exit status: 0 clean; 1 a selected model has a gap, the contract could not be derived, or the
-wiring check fails (the SM12x checks are shown but do not affect it); 2 usage error."""
+Exit status: 0 clean; 1 a selected model has a gap or fails its EAGLE-3 interface, the contract
+could not be derived, or the wiring check fails (the SM12x checks are shown but do not affect
+it); 2 usage error."""
 
 
 def register_cli(subparsers, common=None) -> None:
@@ -84,7 +85,7 @@ def handler(args) -> int:
             first = str(findings[0])
             detail = first + (f" (+{len(findings) - 1} more)" if len(findings) > 1 else "")
         extra.append((name, not findings, detail))
-    failed = bool(report.gaps or report.problems or not report.wiring.passed)
+    failed = bool(report.gaps or report.eagle3_failures or report.problems or not report.wiring.passed)
     if getattr(args, "json", False):
         data = report.to_json()
         if not args.contract:

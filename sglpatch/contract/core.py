@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import UserError
+from . import eagle3
 from .classes import ClassIndex, ClassRef, Lookup
 from .derive import FEATURES, PATTERNS, Access, Deriver
 from .tree import SourceTree
@@ -59,7 +60,8 @@ class ContractItem:
                 "sites": [{"location": s.location, "guard": s.guard, "kind": s.kind,
                            "function": s.function, "pattern": s.pattern, "role": s.role,
                            "features": sorted(s.features), "detail": s.detail or None,
-                           "via": list(s.via) or None} for s in self.sites]}
+                           "via": list(s.via) or None, "conditions": list(s.conditions) or None}
+                          for s in self.sites]}
 
 
 @dataclass
@@ -141,6 +143,8 @@ class ModelReport:
     inners: list[dict]  # attr, classes, location
     statuses: list[MemberStatus]
     draft_statuses: list[MemberStatus]
+    draft_present: set[str] = field(default_factory=set)  # draft-only members the class has
+    eagle3: list = field(default_factory=list)  # eagle3.Status per EAGLE-3 interface member
 
     @property
     def gaps(self) -> list[MemberStatus]:
@@ -149,12 +153,18 @@ class ModelReport:
     def by(self, verdict: str) -> list[MemberStatus]:
         return [s for s in self.statuses if s.verdict == verdict]
 
+    @property
+    def eagle3_failures(self) -> list:
+        return [s for s in self.eagle3 if s.failed]
+
     def to_json(self) -> dict:
         return {"name": self.name, "class": self.qualname, "location": self.location,
                 "wrapper": self.wrapper, "inner": self.inners, "gaps": len(self.gaps),
                 "members": [s.to_json() for s in self.statuses if s.verdict != "ok"],
                 "ok": [s.item.label for s in self.statuses if s.verdict == "ok"],
-                "draft_role_missing": [s.to_json() for s in self.draft_statuses]}
+                "draft_role_missing": [s.to_json() for s in self.draft_statuses],
+                "eagle3_interface": [s.to_json() for s in self.eagle3],
+                "eagle3_failures": len(self.eagle3_failures)}
 
 
 def _lookup(ci: ClassIndex, ref: ClassRef, item: ContractItem) -> Lookup:
@@ -187,10 +197,15 @@ def check_model(ci: ClassIndex, ref: ClassRef, contract: Contract) -> ModelRepor
                 inner_refs.append(c)
     dynamic = wrapper and not inner_refs
 
+    draft_present: set[str] = set()
+
     def status(item: ContractItem, draft: bool) -> MemberStatus | None:
         lk = _lookup(ci, ref, item)
         if lk.ok:
-            return None if draft else MemberStatus(item, "ok", lk)
+            if draft:
+                draft_present.add(item.label)
+                return None
+            return MemberStatus(item, "ok", lk)
         inner = [(c.name, _lookup(ci, c, item)) for c in inner_refs]
         inner_has = any(x.ok for _, x in inner)
         if lk.status == "unknown":
@@ -209,14 +224,14 @@ def check_model(ci: ClassIndex, ref: ClassRef, contract: Contract) -> ModelRepor
 
     statuses = [s for s in (status(i, False) for i in contract.target.values()) if s]
     target_labels = set(contract.target)
-    draft_statuses = []
-    if wrapper:
-        draft_statuses = [s for s in (status(i, True) for i in contract.draft.values()
-                                      if i.label not in target_labels and i.required) if s]
+    draft_statuses = [s for s in (status(i, True) for i in contract.draft.values()
+                                  if i.label not in target_labels and i.required) if s]
+    if not wrapper:  # a language model itself: no inner model has anything to offer
+        draft_statuses = []
     order = {"gap": 0, "unverified": 1, "unknown": 2, "optional": 3, "unsupported": 4, "ok": 5}
     statuses.sort(key=lambda s: (order.get(s.verdict, 9), s.item.label))
     return ModelReport(ref.name, ref.qualname, ci.location(ref), wrapper, inner_json, statuses,
-                       draft_statuses)
+                       draft_statuses, draft_present)
 
 
 # ---------------------------------------------------------------- the report
@@ -241,14 +256,19 @@ class Report:
         return sum(len(m.gaps) for m in self.models)
 
     @property
+    def eagle3_failures(self) -> int:
+        return sum(len(m.eagle3_failures) for m in self.models)
+
+    @property
     def passed(self) -> bool:
-        return not self.problems and not self.gaps
+        return not self.problems and not self.gaps and not self.eagle3_failures
 
     def model(self, name: str) -> ModelReport | None:
         return next((m for m in self.models if m.name == name or m.qualname == name), None)
 
     def to_json(self) -> dict:
         return {"tree": self.tree, "version": self.version, "passed": self.passed, "gaps": self.gaps,
+                "eagle3_failures": self.eagle3_failures,
                 "problems": self.problems, "models": [m.to_json() for m in self.models],
                 "wiring": self.wiring.to_json(), "wrappers": self.wrappers,
                 "contract": self.contract.to_json(), "seconds": round(self.seconds, 3),
@@ -266,6 +286,7 @@ class Analysis:
         self._deriver: Deriver | None = None
         self._contract: Contract | None = None
         self._wiring: WiringResult | None = None
+        self._rewrites: tuple | None = None
 
     @property
     def deriver(self) -> Deriver:
@@ -285,6 +306,13 @@ class Analysis:
         if self._wiring is None:
             self._wiring = check_wiring(self.deriver)
         return self._wiring
+
+    def eagle3_requirements(self, model: str | None = None) -> list:
+        """The EAGLE-3 interface (:mod:`.eagle3`) of this tree, for ``model`` (draft side included
+        unless the tree rewrites that architecture for drafts)."""
+        if self._rewrites is None:
+            self._rewrites = (eagle3.draft_rewrites(self.tree),)
+        return eagle3.requirements(self.contract, model, self._rewrites[0])
 
     def version(self) -> str | None:
         """The release a tree holds, from sdist metadata or the wheel's generated _version.py."""
@@ -417,6 +445,8 @@ def check_tree(tree: Path, models=None, *, all_models: bool = False, cache: bool
         if r not in refs:
             refs.append(r)
     reports = [check_model(an.classes, r, contract) for r in refs]
+    for m in reports[:len(names)]:  # the models asked for (the default one included)
+        m.eagle3 = eagle3.interface(m, an.eagle3_requirements(m.name))
     wrappers = sorted(r.name for r in wrapper_refs) if all_models else []
     report = Report(str(an.path), an.version(), contract, reports, an.wiring, wrappers,
                     syntax_errors=list(an.tree.syntax_errors))

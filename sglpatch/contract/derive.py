@@ -127,6 +127,7 @@ class Access:
     none_arg: bool = False
     detail: str = ""  # nested use (model.layers) or the probed parameter of a signature probe
     via: tuple[str, ...] = ()
+    conditions: tuple[str, ...] = ()  # the enclosing tests, outermost first (the configuration)
 
     @property
     def required(self) -> bool:
@@ -168,6 +169,7 @@ class Deriver:
         self.attr_roots: dict[ClassRef, dict[str, Val]] = {}
         self._class_keys: dict[ClassRef, set] = {}
         self._unparsed: dict[int, str] = {}
+        self._negated: dict[int, tuple] = {}
         self.runner_classes: set[ClassRef] = set()
         self.runner_mro: list[ClassRef] = []
         self.runner_class: ClassRef | None = None
@@ -339,6 +341,13 @@ class Deriver:
                 if v is not None:
                     return v
         return None
+
+    def negated(self, test):
+        """``not (test)``, made once per test (kept alive: ``unparse`` caches by id)."""
+        k = id(test)
+        if k not in self._negated:
+            self._negated[k] = (test, ast.UnaryOp(ast.Not(), test))
+        return self._negated[k][1]
 
     def unparse(self, node) -> str:
         k = id(node)
@@ -589,7 +598,7 @@ class _Walker:
             self.with_test(s.test, lambda: self.block_with(s.body, pos))
             self.class_checked -= specific
             if s.orelse:
-                self.with_test(s.test, lambda: self.block_with(s.orelse, neg))
+                self.with_test(self.d.negated(s.test), lambda: self.block_with(s.orelse, neg))
             if body_exit:
                 self.known.update({m: _after_exit(g, body_exit) for m, g in neg.items()})
             if else_exit:
@@ -857,7 +866,7 @@ class _Walker:
             member=member, role=role, kind=kind, guard=guard, path=self.mod.relpath,
             line=node.lineno, col=node.col_offset, function=self.info.qualname,
             pattern=base.pattern, features=features, nargs=nargs, none_arg=none_arg,
-            detail=detail))
+            detail=detail, conditions=tuple(self.d.unparse(t) for t in self.tests)))
 
     def features(self) -> set[str]:
         text = self.context + " " + " ".join(self.d.unparse(t) for t in self.tests)

@@ -1,12 +1,10 @@
 """Blackwell SM12x (RTX PRO 6000, sm_120) gates in SGLang, checked statically.
 
-- The FlashInfer allreduce-fusion gate (``layers/communicator.py``
-  ``apply_flashinfer_allreduce_fusion`` and the helpers/flags it uses) must admit SM12x: it
-  references ``is_sm120_supported`` (or another ``sm12x`` probe) or compares a compute-capability
-  major with 12. Up to at least 0.5.23 it admits only SM90/SM100.
-- ``distributed/device_communicators/torch_symm_mem.py`` must not index a compute-capability
-  keyed table (``TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES[cap]``, ``_WORLD_SIZES_MULTIMEM[cap]``) without
-  a membership test, ``.get`` or ``except KeyError`` (0.5.9 raises ``KeyError: 12`` on SM12).
+The FlashInfer allreduce-fusion gate (``layers/communicator.py``
+``apply_flashinfer_allreduce_fusion`` and the helpers/flags it uses) must admit SM12x: it
+references ``is_sm120_supported`` (or another ``sm12x`` probe) or compares a compute-capability
+major with 12. Up to at least 0.5.23 it admits only SM90/SM100. (The torch symmetric-memory
+check on SM12 is :mod:`.symm_mem`.)
 """
 
 from __future__ import annotations
@@ -24,9 +22,6 @@ GATE_FUNCTION = "apply_flashinfer_allreduce_fusion"
 GATE_NAMES = re.compile(r"^(apply_)?flashinfer_(allreduce|ar)_fusion(_applies|_enabled|_allowed)?$")
 SM12_NAME = re.compile(r"sm_?12\d?x?(?![0-9])|sm12x|blackwell_consumer|rtx_?pro", re.I)
 CAPABILITY_TEXT = re.compile(r"capab|major|\bcc\b|cc_|sm_version|compute_cap|\barch\b|_arch", re.I)
-
-SYMM_MODULE = "sglang.srt.distributed.device_communicators.torch_symm_mem"
-_KEY_GUARD_EXC = {"KeyError", "LookupError", "Exception", "BaseException"}
 
 
 @dataclass
@@ -169,124 +164,3 @@ def _int_consts(e) -> list[int]:
     if isinstance(e, (ast.Tuple, ast.List, ast.Set)):
         return [c for x in e.elts for c in _int_consts(x)]
     return []
-
-
-# ---------------------------------------------------------------- torch symmetric memory
-
-def check_symm_mem(tree: SourceTree) -> GateResult:
-    mod = tree.module(SYMM_MODULE)
-    if mod is None:
-        for m in tree.package_modules("sglang.srt.distributed"):
-            if "class TorchSymmMemCommunicator" in m.source:
-                mod = m
-                break
-    if mod is None:
-        return GateResult([("torch_symm_mem.py (TorchSymmMemCommunicator) was not found: the layout "
-                            "changed, update sglpatch/contract/gates.py", None)])
-    walker = _CapIndexWalker(mod)
-    walker.run()
-    if not walker.lookups:
-        return GateResult([(f"{mod.relpath} has no compute-capability keyed lookup any more: the "
-                            "layout changed, re-check SM12 behaviour by hand and update "
-                            "sglpatch/contract/gates.py", mod.relpath)])
-    findings = [(f"{text} indexes a compute-capability keyed table without a membership test, .get "
-                 "or except KeyError: SM12 (capability 12) raises KeyError", loc)
-                for loc, text in walker.unguarded]
-    return GateResult(findings, mod.relpath, None if findings else f"{len(walker.lookups)} guarded lookups")
-
-
-class _CapIndexWalker:
-    """Find ``TABLE[<capability>]`` subscripts and whether each is guarded."""
-
-    def __init__(self, mod: Module):
-        self.mod = mod
-        self.lookups: list[str] = []
-        self.unguarded: list[tuple[str, str]] = []
-
-    def run(self) -> None:
-        for stmt in _top_statements(self.mod.ast.body):
-            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                self.block(stmt.body, set(), 0)
-            elif isinstance(stmt, ast.ClassDef):
-                for s in stmt.body:
-                    if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                        self.block(s.body, set(), 0)
-
-    @staticmethod
-    def _key(e) -> str:
-        return ast.unparse(e)
-
-    def _facts(self, test) -> tuple[set, set]:
-        """Keys proven present in some table when ``test`` is true / false."""
-        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-            p, n = self._facts(test.operand)
-            return n, p
-        if isinstance(test, ast.BoolOp):
-            parts = [self._facts(v) for v in test.values]
-            if isinstance(test.op, ast.And):
-                return set().union(*(p for p, _ in parts)), set()
-            return set(), set().union(*(n for _, n in parts))
-        if isinstance(test, ast.Compare) and len(test.ops) == 1:
-            k = self._key(test.left)
-            if isinstance(test.ops[0], ast.In):
-                return {k}, set()
-            if isinstance(test.ops[0], ast.NotIn):
-                return set(), {k}
-        return set(), set()
-
-    def block(self, stmts, known: set, guarded: int) -> None:
-        known = set(known)
-        for s in stmts:
-            if isinstance(s, ast.If):
-                pos, neg = self._facts(s.test)
-                self.expr(s.test, known, guarded)
-                self.block(s.body, known | pos, guarded)
-                self.block(s.orelse, known | neg, guarded)
-                if s.body and isinstance(s.body[-1], (ast.Return, ast.Raise, ast.Continue, ast.Break)):
-                    known |= neg
-            elif isinstance(s, ast.Try):
-                g = any(_catches(h) for h in s.handlers)
-                self.block(s.body, known, guarded + g)
-                for h in s.handlers:
-                    self.block(h.body, known, guarded)
-                self.block(s.orelse, known, guarded)
-                self.block(s.finalbody, known, guarded)
-            elif isinstance(s, (ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith)):
-                for child in ast.iter_child_nodes(s):
-                    if isinstance(child, ast.expr):
-                        self.expr(child, known, guarded)
-                self.block(s.body, known, guarded)
-                self.block(getattr(s, "orelse", []), known, guarded)
-            elif isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                self.block(s.body, known, guarded)
-            elif isinstance(s, ast.ClassDef):
-                continue
-            else:
-                for child in ast.iter_child_nodes(s):
-                    if isinstance(child, ast.expr):
-                        self.expr(child, known, guarded)
-
-    def expr(self, e, known: set, guarded: int) -> None:
-        for n in ast.walk(e):
-            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "get" \
-                    and n.args and CAPABILITY_TEXT.search(self._key(n.args[0])):
-                self.lookups.append(self.mod.loc(n))
-            if isinstance(n, ast.IfExp):
-                pos, _ = self._facts(n.test)
-                known = known | pos
-            if not isinstance(n, ast.Subscript) or not isinstance(n.ctx, ast.Load):
-                continue
-            key = self._key(n.slice)
-            if not CAPABILITY_TEXT.search(key) or isinstance(n.value, ast.Subscript):
-                continue
-            self.lookups.append(self.mod.loc(n))
-            if guarded or key in known:
-                continue
-            self.unguarded.append((self.mod.loc(n), ast.unparse(n)))
-
-
-def _catches(h: ast.ExceptHandler) -> bool:
-    if h.type is None:
-        return True
-    elts = h.type.elts if isinstance(h.type, ast.Tuple) else [h.type]
-    return any((dotted(x) or "").rpartition(".")[2] in _KEY_GUARD_EXC for x in elts)

@@ -13,9 +13,11 @@ from collections import OrderedDict
 from pathlib import Path
 
 from ..checks import Finding, register
+from . import eagle3
 from .core import Analysis, check_model
 from .aux_layers import check_aux_layer_resolution
-from .gates import check_allreduce_gate, check_symm_mem
+from .gates import check_allreduce_gate
+from .symm_mem import check_symm_mem
 
 KIMI = "KimiK25ForConditionalGeneration"
 
@@ -54,25 +56,47 @@ def contract_findings(an: Analysis) -> list[Finding]:
 
 
 @register("kimi-k25-eagle3-interface",
-          f"{KIMI} has no unguarded gap in the target-model contract derived from the tree "
-          "(every member the runtime requires that its inner language model provides)")
+          f"{KIMI} has every member the runtime requires of a target model that its inner language "
+          "model provides, and every member of the EAGLE-3 interface (target side, guarded or not; "
+          "draft side, as it can be loaded as a draft), each shown to exist (a __getattr__ forward "
+          "counts only when the inner object has the member)")
 def kimi_k25_eagle3_interface(tree: Path) -> list[Finding]:
     an = analysis_for(tree)
     findings = contract_findings(an)
     if findings:
         return findings
-    report = check_model(an.classes, an.resolve_model(KIMI), an.contract)
-    if not report.wrapper:
-        return []  # inherits its language model: nothing to delegate
+    ref = an.resolve_model(KIMI)
+    report = check_model(an.classes, ref, an.contract)
+    if not report.wrapper and not an.classes.is_causal_lm(ref):
+        return [Finding(f"{KIMI} neither holds nor inherits a language model the analysis "
+                        "recognises, so its interface cannot be checked: update "
+                        "sglpatch/contract/classes.py", report.location, subject=KIMI)]
+    eagle = {f.requirement.label: (f.requirement, f.status)
+             for f in eagle3.failures(report, an.eagle3_requirements(KIMI))}
     out = []
-    for s in report.gaps:
-        inner = next((c for c, lk in s.inner if lk.ok), "the inner model")
-        sites = s.item.required_sites
-        more = f" (+{len(sites) - 1} more sites)" if len(sites) > 1 else ""
-        out.append(Finding(f"{KIMI} lacks {s.item.label}, which {inner} has (paths: "
-                           f"{', '.join(s.item.features)}){more}", sites[0].location if sites else None,
-                           subject=f"{KIMI}.{s.item.label}"))
+    for s in report.statuses:
+        if s.item.label in eagle or s.verdict == "gap" or (
+                s.item.required and s.verdict in ("unverified", "unknown")):
+            out.append(_finding(s, eagle.pop(s.item.label, (None, None))[0]))
+    out += [_finding(s, r) for r, s in eagle.values()]  # the draft side
     return out
+
+
+def _finding(s, req) -> Finding:
+    """One line: what the class lacks (or cannot be shown to have) and why the runtime needs it."""
+    sites = [req.site] if req else (s.item.required_sites or s.item.sites)
+    why = req.reason if req else None
+    inner = next((c for c, lk in s.inner if lk.ok), None)
+    if s.verdict in ("unknown", "unverified"):
+        what = f"{KIMI}.{s.item.label} cannot be shown to exist ({s.lookup.note or s.verdict})"
+    else:
+        note = f" ({s.lookup.note})" if s.lookup.note else ""
+        what = f"{KIMI} lacks {s.item.label}{note}" + (f", which {inner} has" if inner else "")
+    if why is None:
+        more = f" (+{len(sites) - 1} more sites)" if len(sites) > 1 else ""
+        why = f"required on paths {', '.join(s.item.features)}{more}"
+    return Finding(f"{what}: {why}", sites[0].location if sites else None,
+                   subject=f"{KIMI}.{s.item.label}")
 
 
 @register("eagle3-capture-wiring",
@@ -91,8 +115,8 @@ def sm120_allreduce_fusion_gate(tree: Path) -> list[Finding]:
 
 
 @register("sm12-torch-symm-mem",
-          "distributed/device_communicators/torch_symm_mem.py does not index its "
-          "compute-capability keyed size tables unguarded (KeyError: 12 on SM12)")
+          "on a GPU its capability tables do not list (SM12), TorchSymmMemCommunicator disables "
+          "itself with a warning instead of raising, and it can still be enabled on a listed one")
 def sm12_torch_symm_mem(tree: Path) -> list[Finding]:
     return [Finding(m, loc) for m, loc in check_symm_mem(analysis_for(tree).tree).findings]
 

@@ -41,6 +41,23 @@ def _inner_text(m: ModelReport) -> str:
     return "; ".join(parts)
 
 
+def render_eagle3(m: ModelReport, everything: bool = False) -> list[str]:
+    """The EAGLE-3 interface of a checked model: its failures, or (``everything``) every member."""
+    shown = m.eagle3 if everything else m.eagle3_failures
+    if not shown:
+        return []
+    head = (f"  EAGLE-3 interface ({len(m.eagle3)} members derived from the tree, "
+            f"{len(m.eagle3_failures)} failing):" if everything else
+            f"  EAGLE-3 interface: {len(shown)} member{'s' if len(shown) != 1 else ''} missing or "
+            "not shown to exist (the build gate refuses these):")
+    lines = [head]
+    for st in shown:
+        note = f" ({st.status.lookup.note})" if st.status and st.status.lookup.note else ""
+        lines.append(f"    {st.requirement.label} [{st.requirement.role}, {st.verdict}]{note}: "
+                     f"{short_paths(st.requirement.reason)}")
+    return lines
+
+
 def render_model(m: ModelReport, inner_attr: str | None = None) -> list[str]:
     lines = [f"{m.name}  ({short(m.location)})"]
     attr = inner_attr or (m.inners[0]["attr"] if m.inners else None)
@@ -77,7 +94,7 @@ def render_model(m: ModelReport, inner_attr: str | None = None) -> list[str]:
     if m.draft_statuses:
         lines.append("  draft-role members it lacks (needed only if used as a draft model): "
                      + ", ".join(s.item.label for s in m.draft_statuses))
-    return lines
+    return lines + render_eagle3(m)
 
 
 def render(report: Report, *, extra_checks: list[tuple[str, bool, str]] = (),
@@ -112,6 +129,8 @@ def render(report: Report, *, extra_checks: list[tuple[str, bool, str]] = (),
     detailed = report.models if len(report.models) <= 3 else [m for m in report.models if m.gaps]
     for m in detailed:
         lines += [""] + render_model(m)
+        if show_contract and m.eagle3:
+            lines += render_eagle3(m, everything=True)
     w = report.wiring
     lines += ["", f"EAGLE-3 capture-layer wiring: {'ok' if w.passed else 'FAIL'}"
               + (f" (order from {short(w.order_from)})" if w.order_from else "")]
@@ -127,6 +146,9 @@ def render(report: Report, *, extra_checks: list[tuple[str, bool, str]] = (),
     gap_models = [m for m in report.models if m.gaps]
     verdict.append(f"{report.gaps} gap{'s' if report.gaps != 1 else ''} in {len(gap_models)} of "
                    f"{len(report.models)} model{'s' if len(report.models) != 1 else ''}")
+    if report.eagle3_failures:
+        verdict.append(f"{report.eagle3_failures} EAGLE-3 interface member"
+                       f"{'s' if report.eagle3_failures != 1 else ''} failing")
     verdict.append(f"wiring {'ok' if w.passed else 'FAIL'}")
     lines += ["", "result: " + "; ".join(verdict) + f"  ({report.seconds:.1f} s)"]
     return "\n".join(lines)
