@@ -84,28 +84,26 @@ def router_build_argv(repo_root: Path, ref: str, base_image: str | None = None) 
 
 # ---------------------------------------------------------------- Compose
 
-def _expand_replicas(template: dict, replicas: int) -> dict:
-    """``x-replica`` becomes services replica-0 .. replica-N-1 (kept first, the router after)."""
+def _expand_replicas(template: dict, replicas: int, hostnames: bool) -> dict:
+    """``x-replica`` becomes services replica-0 .. replica-N-1 (kept first, the router after);
+    ``hostnames`` in the project file only, the overrides carry the replica keys alone."""
     doc = dict(template)
     replica = doc.pop("x-replica", None)
     if replica is None:
         return doc
-    services = {f"replica-{i}": {**replica, "hostname": f"replica-{i}"} for i in range(replicas)}
+    services = {f"replica-{i}": {**replica, **({"hostname": f"replica-{i}"} if hostnames else {})}
+                for i in range(replicas)}
     doc["services"] = {**services, **doc.get("services", {})}
     return doc
 
 
 def render_compose(templates: Path, replicas: int) -> dict[str, dict]:
-    docs = {}
-    for name in COMPOSE_FILES:
-        docs[name] = _expand_replicas(yaml.safe_load((templates / name).read_text()), replicas)
+    docs = {name: _expand_replicas(yaml.safe_load((templates / name).read_text()), replicas,
+                                   hostnames=name == "compose.yaml") for name in COMPOSE_FILES}
     router = docs["compose.yaml"]["services"]["router"]
     names = [f"replica-{i}" for i in range(replicas)]
     router["command"] = [*router["command"], "--worker-urls", *(f"http://{n}:30000" for n in names)]
     router["depends_on"] = {n: {"condition": "service_healthy"} for n in names}
-    for name in ("gpu.yaml", "cpu.yaml"):  # overrides carry the replica keys only
-        for key in [k for k in docs[name].get("services", {}) if k in names]:
-            docs[name]["services"][key].pop("hostname", None)
     return docs
 
 
@@ -169,7 +167,6 @@ def kustomize(directory: Path) -> list[dict]:
 def render(root: Path, repo_root: Path, out: Path, *, replicas: int, refs: dict[str, str]) -> dict:
     """Write ``out`` (compose/, k8s/) whole or not at all; the Kubernetes overlays are rendered
     with kustomize and must pass :mod:`manifests` before anything replaces what ``out`` held."""
-    _replica_count(str(replicas))
     templates = repo_root / TEMPLATES
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
@@ -186,9 +183,8 @@ def render(root: Path, repo_root: Path, out: Path, *, replicas: int, refs: dict[
 def _write(dest: Path, templates: Path, refs: dict[str, str], replicas: int, project: str) -> dict:
     compose = dest / "compose"
     compose.mkdir()
-    header = "# Written by `python build.py deploy` from deploy/compose/{}: edit the template, not this file.\n"
     for name, doc in render_compose(templates / "compose", replicas).items():
-        (compose / name).write_text(header.format(name) + yaml.safe_dump(doc, sort_keys=False))
+        (compose / name).write_text(_header(f"compose/{name}") + yaml.safe_dump(doc, sort_keys=False))
     (compose / ".env").write_text(compose_env(refs, project))
     k8s = dest / "k8s"
     shutil.copytree(templates / "k8s" / "base", k8s / "base")
@@ -199,8 +195,7 @@ def _write(dest: Path, templates: Path, refs: dict[str, str], replicas: int, pro
         shutil.copytree(source, target)
         doc = overlay_kustomization(yaml.safe_load((source / "kustomization.yaml").read_text()), overlay, refs, replicas)
         (target / "kustomization.yaml").write_text(
-            header.replace("compose", "k8s/overlays").format(overlay + "/kustomization.yaml")
-            + yaml.safe_dump(doc, sort_keys=False))
+            _header(f"k8s/overlays/{overlay}/kustomization.yaml") + yaml.safe_dump(doc, sort_keys=False))
         docs = kustomize(target)
         (k8s / f"{overlay}.rendered.yaml").write_text(yaml.safe_dump_all(docs, sort_keys=False))
         problems += [f"{overlay}: {p}" for p in manifests.schema_problems(docs) + manifests.policy_problems(docs)]
@@ -210,6 +205,10 @@ def _write(dest: Path, templates: Path, refs: dict[str, str], replicas: int, pro
                         + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""),
                         "fix deploy/k8s; nothing was written")
     return counts
+
+
+def _header(template: str) -> str:
+    return f"# Written by `python build.py deploy` from deploy/{template}: edit the template, not this file.\n"
 
 
 def _digests(directory: Path) -> dict[str, str]:

@@ -114,14 +114,19 @@ def debian_image(engine: Engine, cache: Path, progress=None) -> str:
     return ref
 
 
+def _copy_host_cas(dest: Path) -> None:
+    """This machine's CA certificates into ``dest/ca-certificates`` (pip behind this workplace's proxy)."""
+    (dest / "ca-certificates").mkdir()
+    for cert in sorted(HOST_CA_DIR.glob("*.crt")) if HOST_CA_DIR.is_dir() else ():
+        shutil.copy(cert, dest / "ca-certificates" / cert.name)
+
+
 def _standin_context(dest: Path, requirements: Path, sglang: Path, stub_libcuda: Path) -> None:
     shutil.copy(requirements, dest / "runtime-requirements.txt")
     shutil.copy(sglang, dest / sglang.name)
     shutil.copytree(HARNESS_DIR, dest / "cpu_harness", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(stub_libcuda, dest / "libcuda.so.1")
-    (dest / "ca-certificates").mkdir()
-    for cert in sorted(HOST_CA_DIR.glob("*.crt")) if HOST_CA_DIR.is_dir() else ():
-        shutil.copy(cert, dest / "ca-certificates" / cert.name)
+    _copy_host_cas(dest)
 
 
 def _tree_digest(root: Path) -> str:
@@ -163,9 +168,7 @@ def router_base(engine: Engine, cache: Path, progress=None) -> str:
     ref = "sglpatch-test/debian-ca:bookworm"
     with tempfile.TemporaryDirectory(prefix="sglpatch-router-base-") as tmp:
         context = Path(tmp)
-        (context / "ca-certificates").mkdir()
-        for cert in sorted(HOST_CA_DIR.glob("*.crt")) if HOST_CA_DIR.is_dir() else ():
-            shutil.copy(cert, context / "ca-certificates" / cert.name)
+        _copy_host_cas(context)
         (context / "Dockerfile").write_text(
             f"FROM {debian}\nCOPY ca-certificates/ /usr/local/share/ca-certificates/\n"
             "RUN update-ca-certificates\n")

@@ -88,8 +88,7 @@ class Project:
         if state.returncode != 0:
             return "gone"
         state = json.loads(state.stdout)
-        return state.get("Health", {}).get("Status", "running" if state["Running"] else "exited") \
-            if state["Running"] else "exited"
+        return state.get("Health", {}).get("Status", "running") if state["Running"] else "exited"
 
     def served(self, service: str) -> int:
         """How many /generate requests the replica has answered (its access log)."""
