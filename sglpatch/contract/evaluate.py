@@ -18,7 +18,7 @@ import operator
 from dataclasses import dataclass, field
 from typing import Callable
 
-from .tree import Module, SourceTree, _top_statements, dotted
+from .tree import Module, SourceTree, _top_statements, bound_names, dotted
 
 
 class _Unknown:
@@ -599,7 +599,7 @@ class ModuleGlobals:
         if name in mod.outline.imports:
             target, attr = mod.outline.imports[name]
             return self.value(target, attr, depth + 1) if attr and self.tree.module(target) else UNKNOWN
-        top = [s for s in _top_statements(mod.ast.body) if name in _bound(s)]
+        top = [s for s in _top_statements(mod.ast.body) if name in bound_names(s)]
         if len(top) != 1 or top[0] not in mod.ast.body or not isinstance(top[0], (ast.Assign, ast.AnnAssign)):
             return UNKNOWN
         node = top[0]
@@ -611,14 +611,6 @@ class ModuleGlobals:
             return ev.ev(node.value, State({}, {}))
         except PathRaises:
             return UNKNOWN
-
-
-def _bound(stmt) -> set[str]:
-    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-        return {stmt.name}
-    if isinstance(stmt, (ast.Import, ast.ImportFrom)):
-        return {(a.asname or a.name).split(".")[0] for a in stmt.names}
-    return {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
 
 
 # ---------------------------------------------------------------- helpers

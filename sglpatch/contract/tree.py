@@ -588,26 +588,29 @@ def outline_class(node: ast.ClassDef, package: str = "") -> ClassOutline:
     return co
 
 
-def _bind_names(out: ModuleOutline, stmt) -> None:
-    """Record the names a top-level statement binds (and whether names are made dynamically)."""
+def bound_names(stmt) -> set[str]:
+    """The module-level names a top-level statement binds."""
     if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-        out.names.add(stmt.name)
-        if stmt.name == "__getattr__" and not isinstance(stmt, ast.ClassDef):
-            out.dynamic = True  # PEP 562 module __getattr__
-        return
+        return {stmt.name}
     if isinstance(stmt, (ast.Import, ast.ImportFrom)):
-        for a in stmt.names:
-            if a.name != "*":
-                out.names.add((a.asname or a.name).split(".")[0])
-        return
+        return {(a.asname or a.name).split(".")[0] for a in stmt.names if a.name != "*"}
+    names = set()
     for node in ast.walk(stmt):
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-            out.names.add(node.id)
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in (
-                "globals", "vars"):
-            out.dynamic = True
+            names.add(node.id)
         elif isinstance(node, ast.Global):
-            out.names.update(node.names)
+            names.update(node.names)
+    return names
+
+
+def _bind_names(out: ModuleOutline, stmt) -> None:
+    """Record the names a top-level statement binds (and whether names are made dynamically)."""
+    out.names |= bound_names(stmt)
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt.name == "__getattr__":
+        out.dynamic = True  # PEP 562 module __getattr__
+    elif not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom)):
+        out.dynamic |= any(isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                           and node.func.id in ("globals", "vars") for node in ast.walk(stmt))
 
 
 def _global_names(fn) -> set[str]:
