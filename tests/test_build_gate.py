@@ -367,6 +367,9 @@ NEUTRALISED_SPELLINGS = {  # the fix's text mostly there, its effect gone: each 
     "multimem indexed": ([("self._WORLD_SIZES_MULTIMEM.get(\n            self.device_capability, ()\n        )",
                            "self._WORLD_SIZES_MULTIMEM[self.device_capability]")],
                          "TorchSymmMemCommunicator.all_reduce raises KeyError: 12"),
+    "multimem .get arguments swapped": ([("self._WORLD_SIZES_MULTIMEM.get(\n            self.device_capability, ()\n"
+                                          "        )", "self._WORLD_SIZES_MULTIMEM.get((), self.device_capability)")],
+                                        "raises TypeError: argument of type 'int' is not iterable"),
 }
 
 

@@ -44,7 +44,8 @@ class Raised:
     exc: str  # exception class name
     message: str
     line: int
-    key: object = None  # the missing key, or the key whose .get() gave the None that was used
+    key: object = None  # the missing key, the key whose .get() gave the None that was used, or
+    # the value used as a container
 
 
 @dataclass
@@ -515,6 +516,9 @@ class Evaluator:
         if isinstance(op, (ast.In, ast.NotIn)):
             if is_none(b):
                 raise none_use(b, "argument of type 'NoneType' is not iterable", node.lineno)
+            if isinstance(b, (int, float, bool)):  # as Python does: this path raises
+                raise PathRaises(Raised("TypeError", f"argument of type '{type(b).__name__}' is not "
+                                        "iterable", node.lineno, b))
             r = _contains(b, a)
             return r if r is UNKNOWN or isinstance(op, ast.In) else not r
         a = None if isinstance(a, Missing) else a
