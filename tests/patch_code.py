@@ -1,0 +1,94 @@
+"""Run the code a patch adds, on the CPU, without SGLang's runtime.
+
+The series adds functions and methods to modules that import torch, FlashInfer and half of
+SGLang. The smoke tests run them inside the real runtime (minutes, `-m slow`); these helpers let a
+fast test call the same code, read from the patched file, with the few names it uses from its
+module supplied by the test:
+
+- :func:`load_module` executes a patched module's top-level statements one by one, in order,
+  skipping those that fail (an import of torch, a class on a base that is not installed); names
+  the test ``provides`` are bound first and never rebound by the module's own imports or
+  assignments;
+- :func:`load_class` makes a plain class from chosen members of a patched class (methods,
+  properties, classmethods as written), so a wrapper's delegations can run over a test object.
+
+What runs is the patched source, compiled from the file; only its surroundings are supplied.
+"""
+
+from __future__ import annotations
+
+import __future__
+import ast
+import re
+import shutil
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+_FLAGS = __future__.annotations.compiler_flag  # annotations stay strings: torch need not exist
+
+
+def _binds(stmt: ast.stmt) -> set[str]:
+    """Top-level names a statement imports or assigns."""
+    if isinstance(stmt, ast.Import):
+        return {(a.asname or a.name).split(".")[0] for a in stmt.names}
+    if isinstance(stmt, ast.ImportFrom):
+        return {a.asname or a.name for a in stmt.names}
+    targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] if isinstance(
+        stmt, (ast.AnnAssign, ast.AugAssign)) else []
+    return {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+
+
+def _run(stmt: ast.stmt, path: Path, namespace: dict) -> bool:
+    code = compile(ast.Module(body=[stmt], type_ignores=[]), str(path), "exec", flags=_FLAGS,
+                   dont_inherit=True)
+    try:
+        exec(code, namespace)
+        return True
+    except Exception:  # a statement that needs the runtime: its names stay unbound
+        return False
+
+
+def load_module(path: Path, provides: dict | None = None, name: str = "patched") -> types.ModuleType:
+    """The patched module at ``path``, every top-level statement that can run on the CPU run."""
+    module = types.ModuleType(name)
+    module.__file__ = str(path)
+    sys.modules[name] = module  # dataclasses and pickling look their module up there
+    namespace = module.__dict__
+    namespace.update(provides or {})
+    for stmt in ast.parse(path.read_text(), str(path)).body:
+        if _binds(stmt) & set(provides or {}):
+            continue
+        _run(stmt, path, namespace)
+    return module
+
+
+def load_class(path: Path, class_name: str, members: list[str], provides: dict | None = None) -> type:
+    """A plain class holding ``members`` of ``class_name`` exactly as the patched file writes them."""
+    tree = ast.parse(path.read_text(), str(path))
+    cls = next(n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == class_name)
+    chosen = [s for s in cls.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))
+              and s.name in members]
+    missing = set(members) - {s.name for s in chosen}
+    if missing:
+        raise AssertionError(f"{class_name} in {path.name} has no {', '.join(sorted(missing))}")
+    body = ast.ClassDef(name=class_name, bases=[], keywords=[], body=chosen, decorator_list=[])
+    namespace = dict(provides or {})
+    code = compile(ast.fix_missing_locations(ast.Module(body=[body], type_ignores=[])), str(path), "exec",
+                   flags=_FLAGS, dont_inherit=True)
+    exec(code, namespace)
+    return namespace[class_name]
+
+
+def patched_files(pristine: Path, patches: list[Path], dest: Path) -> Path:
+    """The files ``patches`` touch, copied from ``pristine`` and patched in order by `git apply`."""
+    subprocess.run(["git", "init", "-q", str(dest)], check=True)  # apply relative to dest, not a repo above
+    for patch in patches:
+        for rel in re.findall(r"^diff --git a/(\S+) b/", patch.read_text(), re.M):
+            if (pristine / rel).exists() and not (dest / rel).exists():
+                (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(pristine / rel, dest / rel)
+    for patch in patches:
+        subprocess.run(["git", "apply", "-p1", str(patch.resolve())], cwd=dest, check=True, capture_output=True)
+    return dest

@@ -1,0 +1,592 @@
+"""What the series' added code does, run from the patched files on the CPU (fast set).
+
+The smoke tests prove the patches inside the real SGLang runtime, minutes per launch. These run
+the same functions and methods, compiled from each line's patched files (tests/patch_code.py), in
+milliseconds, so that a wrong patch (mutation testing's patch-level mutants: a delegation to the
+wrong member, an argument swapped, a condition dropped, a check neutralised) fails the fast set
+instead of waiting for a runtime test. Each check has its twin: the right answer is asserted
+next to the wrong one a broken patch would give.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import types
+from pathlib import Path
+from types import SimpleNamespace as NS
+
+import pytest
+
+from patch_code import load_class, load_module, patched_files
+from sglpatch.line import find_line
+from sglpatch.pin import read_pin
+from sglpatch.series import read_series
+from sglpatch.source import pristine_tree
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SRT = "python/sglang/srt"
+
+
+@pytest.fixture(scope="module")
+def patched(tmp_path_factory):
+    """``patched(line)``: the files the line's series touches, patched, in a scratch directory."""
+    made = {}
+
+    def tree(line: str) -> Path:
+        if line not in made:
+            root = find_line(REPO_ROOT, line).root
+            pin = read_pin(root)
+            made[line] = patched_files(pristine_tree(pin.version, pin),
+                                       [p.path for p in read_series(root).patches],
+                                       tmp_path_factory.mktemp(f"patched-{line}"))
+        return made[line]
+    return tree
+
+
+class Weight:
+    """The two things the width check reads of a tensor: dim() and shape."""
+
+    def __init__(self, *shape):
+        self.shape = shape
+
+    def dim(self):
+        return len(self.shape)
+
+
+def draft(width=None, hidden=None, nested=True):
+    fc = NS(weight=Weight(*width)) if width else NS()
+    inner = NS(fc=fc)
+    return NS(model=inner) if nested else inner
+
+
+# ---------------------------------------------------------------- 0005, both lines: which layers
+
+
+class Production:
+    """0.5.9's eagle3_aux_layers.py: one resolve call, the override from the environment."""
+
+    line = "production"
+
+    def __init__(self, tree: Path, monkeypatch):
+        self.mod = load_module(tree / SRT / "speculative/eagle3_aux_layers.py", name="aux_prod")
+        self.monkeypatch = monkeypatch
+        self.override_source = f"env {self.mod.OVERRIDE_ENV}"
+
+    def resolve(self, cfg, override=None, num_layers=None):
+        if override is None:
+            self.monkeypatch.delenv(self.mod.OVERRIDE_ENV, raising=False)
+        else:
+            self.monkeypatch.setenv(self.mod.OVERRIDE_ENV, override if isinstance(override, str)
+                                    else json.dumps(override))
+        aux = self.mod.resolve_eagle3_aux_layers(cfg, target_num_layers=num_layers)
+        return aux.layer_ids, aux.source
+
+    def use_aux(self, cfg):
+        return self.mod.draft_use_aux_hidden_state(cfg)
+
+    def count(self, ids):
+        return self.mod.Eagle3AuxLayers(layer_ids=ids, source="x").count
+
+    def captured(self, model):
+        return self.mod.captured_layers(model)
+
+
+class Latest:
+    """0.5.23's spec_aux_hidden_state.py: the override is a server option passed in."""
+
+    line = "latest"
+
+    def __init__(self, tree: Path, monkeypatch):
+        path = tree / SRT / "model_executor/model_runner_components/spec_aux_hidden_state.py"
+        self.mod = load_module(path, name="aux_latest")
+        self.override_source = self.mod.EAGLE_AUX_LAYER_OVERRIDE
+
+    def resolve(self, cfg, override=None, num_layers=None):
+        ids, source = self.mod.resolve_eagle_aux_layer_ids(cfg, override)
+        if ids is not None and num_layers is not None:
+            model_config = NS(hf_text_config=NS(num_hidden_layers=num_layers))
+            self.mod._check_eagle_layer_ids_in_range(ids, source, model_config)
+        return ids, source
+
+    def use_aux(self, cfg):
+        return self.mod.draft_use_aux_hidden_state(cfg)
+
+    def count(self, ids):
+        return self.mod.eagle_aux_layer_count(ids)
+
+    def captured(self, model):
+        return self.mod.eagle_captured_layers(model)
+
+
+@pytest.fixture(params=[Production, Latest], ids=["production", "latest"])
+def aux(request, patched, monkeypatch):
+    return request.param(patched(request.param.line), monkeypatch)
+
+
+EAGLE = "draft config eagle_config.eagle_aux_hidden_state_layer_ids"
+TOP = "draft config eagle_aux_hidden_state_layer_ids"
+
+
+@pytest.mark.parametrize("cfg, expected", [
+    (NS(eagle_config={"eagle_aux_hidden_state_layer_ids": [1, 29, 57]}), ([1, 29, 57], EAGLE)),
+    (NS(eagle_config=NS(eagle_aux_hidden_state_layer_ids=[1, 29, 57])), ([1, 29, 57], EAGLE)),
+    (NS(eagle_aux_hidden_state_layer_ids=(4, 8)), ([4, 8], TOP)),
+    (NS(eagle_config={"eagle_aux_hidden_state_layer_ids": [1, 2]}, eagle_aux_hidden_state_layer_ids=[7, 8, 9]),
+     ([1, 2], EAGLE)),  # eagle_config before the top level
+    (NS(eagle_config={"use_aux_hidden_state": True}, eagle_aux_hidden_state_layer_ids=[7, 8, 9]),
+     ([7, 8, 9], TOP)),  # an eagle_config without ids falls through to the top level
+    ({"eagle_aux_hidden_state_layer_ids": [3, 5]}, ([3, 5], TOP)),  # a config that is a dict
+    (NS(), (None, "default")),
+    (NS(eagle_config=None), (None, "default")),
+])
+def test_the_capture_layers_come_from_the_first_place_that_names_them(aux, cfg, expected):
+    assert aux.resolve(cfg) == expected
+
+
+def test_the_operator_override_wins_over_the_draft_config(aux):
+    cfg = NS(eagle_config={"eagle_aux_hidden_state_layer_ids": [1, 2, 3]}, eagle_aux_hidden_state_layer_ids=[4])
+    assert aux.resolve(cfg, override=[10, 20, 30]) == ([10, 20, 30], aux.override_source)
+    assert aux.resolve(cfg) == ([1, 2, 3], EAGLE)  # the twin: without it, the draft config
+
+
+@pytest.mark.parametrize("bad", [[], [1, -2], [1, True], [1.5], 3])
+def test_layer_ids_that_are_not_a_list_of_layers_fail_naming_where_they_came_from(aux, bad):
+    with pytest.raises(ValueError, match=f"from {EAGLE} must be a non-empty list"):
+        aux.resolve(NS(eagle_config={"eagle_aux_hidden_state_layer_ids": bad}))
+    with pytest.raises(ValueError, match=f"from {TOP} must be a non-empty list"):
+        aux.resolve(NS(eagle_aux_hidden_state_layer_ids=bad))
+
+
+def test_layer_ids_past_the_target_fail_at_start_up(aux):
+    cfg = NS(eagle_aux_hidden_state_layer_ids=[2, 30, 61])
+    with pytest.raises(ValueError, match=r"ids \[61\] from draft config eagle_aux_hidden_state_layer_ids are "
+                                         r"out of range for a target with 61 layers"):
+        aux.resolve(cfg, num_layers=61)
+    assert aux.resolve(cfg, num_layers=62) == ([2, 30, 61], TOP)
+    assert aux.resolve(cfg, num_layers=None) == ([2, 30, 61], TOP)  # unknown depth: nothing to check
+    assert aux.resolve(NS(), num_layers=1) == (None, "default")
+
+
+@pytest.mark.parametrize("cfg, expected", [
+    (NS(), True),
+    (NS(eagle_config={"use_aux_hidden_state": False}), False),
+    (NS(eagle_config=NS(use_aux_hidden_state=False)), False),
+    (NS(use_aux_hidden_state=False), False),
+    (NS(eagle_config={"use_aux_hidden_state": True}, use_aux_hidden_state=False), True),
+    (NS(eagle_config={"use_aux_hidden_state": 0}), False),
+    (NS(eagle_config={}), True),
+])
+def test_use_aux_hidden_state_is_read_from_eagle_config_then_the_top_level(aux, cfg, expected):
+    assert aux.use_aux(cfg) is expected
+
+
+def test_the_default_layers_count_three(aux):
+    assert aux.count(None) == 3
+    assert aux.count([4, 8]) == 2
+
+
+@pytest.mark.parametrize("model, expected", [
+    (NS(model=NS(layers_to_capture=(2, 30, 58))), [2, 30, 58]),
+    (NS(model=NS(), language_model=NS(model=NS(layers_to_capture=[1, 2]))), [1, 2]),
+    (NS(language_model=NS(model=NS(layers_to_capture=[5]))), [5]),
+    (NS(model=NS(layers_to_capture=[3]), language_model=NS(model=NS(layers_to_capture=[9]))), [3]),
+    (NS(model=NS()), None),
+    (NS(), None),
+])
+def test_the_captured_layers_are_read_back_from_the_decoder_stack(aux, model, expected):
+    assert aux.captured(model) == expected
+
+
+# ---------------------------------------------------------------- 0005, production: count checks
+
+
+@pytest.fixture
+def prod(patched, monkeypatch):
+    return Production(patched("production"), monkeypatch).mod
+
+
+def test_a_declared_count_that_differs_from_the_layers_fails_at_start_up(prod, monkeypatch):
+    monkeypatch.delenv(prod.OVERRIDE_ENV, raising=False)
+    cfg = NS(eagle_aux_hidden_state_layer_ids=[1, 2], num_aux_hidden_states=3)
+    with pytest.raises(ValueError) as failed:
+        prod.resolve_eagle3_aux_layers(cfg)
+    assert str(failed.value) == (
+        "EAGLE-3 draft expects 3 aux hidden states (declared num_aux_hidden_states) but the target would "
+        f"capture 2 layers [1, 2] from {TOP}; set {prod.OVERRIDE_ENV} to the 3 layer ids the draft was "
+        "trained on")
+    with pytest.raises(ValueError, match=r"expects 2 .* capture 3 layers \(the target's defaults\) from default"):
+        prod.resolve_eagle3_aux_layers(NS(num_aux_hidden_states=2))
+    # the twins: a matching count, no declared count, or aux states off: no error
+    assert prod.resolve_eagle3_aux_layers(NS(eagle_aux_hidden_state_layer_ids=[1, 2],
+                                             num_aux_hidden_states="2")).count == 2
+    assert prod.resolve_eagle3_aux_layers(NS(num_aux_hidden_states=3)).layer_ids is None
+    assert prod.resolve_eagle3_aux_layers(NS(eagle_aux_hidden_state_layer_ids=[1, 2])).count == 2
+    off = prod.resolve_eagle3_aux_layers(NS(use_aux_hidden_state=False, num_aux_hidden_states=5))
+    assert off.use_aux_hidden_state is False
+
+
+@pytest.mark.parametrize("override, expected", [("2,30,58", [2, 30, 58]), (" 2, 30 ,58 ", [2, 30, 58]),
+                                                ("[2, 30, 58]", [2, 30, 58]), ("7", [7])])
+def test_the_override_takes_a_comma_list_or_a_json_list(prod, monkeypatch, override, expected):
+    monkeypatch.setenv(prod.OVERRIDE_ENV, override)
+    aux = prod.resolve_eagle3_aux_layers(NS())
+    assert (aux.layer_ids, aux.source) == (expected, f"env {prod.OVERRIDE_ENV}")
+
+
+@pytest.mark.parametrize("override", ["a,b", "2;30", "[1, -1]", "[]"])
+def test_an_override_that_is_not_layer_ids_fails_naming_the_variable(prod, monkeypatch, override):
+    monkeypatch.setenv(prod.OVERRIDE_ENV, override)
+    with pytest.raises(ValueError, match=f"from env {prod.OVERRIDE_ENV} must be"):
+        prod.resolve_eagle3_aux_layers(NS())
+
+
+def test_a_blank_override_is_no_override(prod, monkeypatch):
+    monkeypatch.setenv(prod.OVERRIDE_ENV, "  ")
+    assert prod.resolve_eagle3_aux_layers(NS(eagle_aux_hidden_state_layer_ids=[4])).layer_ids == [4]
+
+
+def test_the_server_reports_the_layers_and_their_source(prod):
+    aux = prod.Eagle3AuxLayers(layer_ids=[1, 2], source="s", use_aux_hidden_state=False, captured_layers=[1])
+    assert aux.info() == {"layer_ids": [1, 2], "source": "s", "captured_layers": [1],
+                          "use_aux_hidden_state": False}
+
+
+def test_the_start_up_line_warns_only_for_the_default_layers(prod, caplog):
+    caplog.set_level(logging.INFO, logger="aux_prod")
+    prod.log_eagle3_aux_layers(prod.Eagle3AuxLayers(None, "default", captured_layers=[2, 30, 58]))
+    prod.log_eagle3_aux_layers(prod.Eagle3AuxLayers([1, 2], TOP, captured_layers=[1, 2]))
+    prod.log_eagle3_aux_layers(prod.Eagle3AuxLayers(None, "default", use_aux_hidden_state=False))
+    records = [(r.levelname, r.getMessage()) for r in caplog.records]
+    assert records[0][0] == "WARNING" and "default layers [2, 30, 58]" in records[0][1] \
+        and prod.OVERRIDE_ENV in records[0][1]
+    assert records[1] == ("INFO", f"EAGLE-3 capture layers: layer ids [1, 2] from {TOP}; the target captures "
+                                  "layers [1, 2]")
+    assert records[2] == ("INFO", "EAGLE-3 aux hidden states: off (the draft config sets use_aux_hidden_state "
+                                  "false)")
+    assert len(records) == 3
+
+
+@pytest.mark.parametrize("model, cfg, expected", [
+    (draft((4096, 3 * 7168)), NS(target_hidden_size=7168, hidden_size=4096), 3),
+    (draft((4096, 2 * 7168), nested=False), NS(target_hidden_size=7168), 2),
+    (draft((4096, 3 * 4096)), NS(hidden_size=4096), 3),  # no target_hidden_size: the draft's own
+    (draft((4096, 3 * 7168)), NS(target_hidden_size=None, hidden_size=7168), 3),
+    (draft(None), NS(hidden_size=4096), None),
+    (draft((3 * 4096,)), NS(hidden_size=4096), None),
+    (draft((4096, 1000)), NS(hidden_size=4096), None),
+    (draft((4096, 3 * 4096)), NS(), None),
+])
+def test_a_loaded_draft_says_how_many_aux_states_it_takes(prod, model, cfg, expected):
+    assert prod.draft_expected_aux_count(model, cfg) == expected
+
+
+def test_a_draft_whose_input_width_differs_from_the_capture_fails_at_start_up(prod):
+    aux = prod.Eagle3AuxLayers([1, 2], TOP)
+    with pytest.raises(ValueError) as failed:
+        prod.check_draft_input_width(draft((4096, 3 * 7168)), NS(target_hidden_size=7168), aux)
+    assert str(failed.value).startswith(
+        "EAGLE-3 draft expects 3 aux hidden states (its fc input width 21504 = 3 x 7168) but the target "
+        f"would capture 2 layers [1, 2] from {TOP}")
+    # the twins: a matching width, no aux states, or no analysis of the draft: start-up goes on
+    prod.check_draft_input_width(draft((4096, 2 * 7168)), NS(target_hidden_size=7168), aux)
+    prod.check_draft_input_width(draft((4096, 3 * 7168)), NS(target_hidden_size=7168), None)
+    off = prod.Eagle3AuxLayers([1, 2], TOP, use_aux_hidden_state=False)
+    prod.check_draft_input_width(draft((4096, 3 * 7168)), NS(target_hidden_size=7168), off)
+    prod.check_draft_input_width(draft(None), NS(target_hidden_size=7168), aux)
+
+
+# ---------------------------------------------------------------- 0005, latest: count checks
+
+
+@pytest.fixture
+def latest(patched, monkeypatch):
+    return Latest(patched("latest"), monkeypatch).mod
+
+
+def spec_config(ids=None, source=TOP, use=True, captured=None):
+    return NS(eagle_use_aux_hidden_state=use, eagle_aux_hidden_state_layer_ids=ids,
+              eagle_aux_hidden_state_layer_source=source, eagle_aux_hidden_state_captured_layers=captured)
+
+
+def test_latest_layer_range_counts_looped_layers(latest):
+    config = NS(hf_text_config=NS(num_hidden_layers=10, num_loops=2))
+    latest._check_eagle_layer_ids_in_range([19], TOP, config)
+    with pytest.raises(ValueError, match=r"\[20\] from x are out of range for a target with 20 layers; set "
+                                         "--return-aux-hidden-state-layer-ids"):
+        latest._check_eagle_layer_ids_in_range([3, 20], "x", config)
+    latest._check_eagle_layer_ids_in_range([500], "x", NS(hf_text_config=NS()))
+
+
+def test_latest_mismatch_message_names_both_counts(latest):
+    assert latest.eagle_aux_mismatch_message(3, "how", [1, 2], "src") == (
+        "EAGLE-3 draft expects 3 aux hidden states (how) but the target would capture 2 layers [1, 2] from "
+        "src; set --return-aux-hidden-state-layer-ids to the 3 layer ids the draft was trained on")
+    assert "capture 3 layers (the target's defaults) from default" in \
+        latest.eagle_aux_mismatch_message(2, "how", None, "default")
+
+
+def test_latest_server_info_and_start_up_line(latest, caplog):
+    assert latest.eagle_aux_hidden_state_info(spec_config(source=None)) is None
+    assert latest.eagle_aux_hidden_state_info(spec_config([1], TOP, False, [1])) == {
+        "layer_ids": [1], "source": TOP, "captured_layers": [1], "use_aux_hidden_state": False}
+    caplog.set_level(logging.INFO, logger="aux_latest")
+    model = NS(model=NS(layers_to_capture=[2, 30, 58]))
+    default = spec_config(None, "default")
+    latest.log_eagle_aux_hidden_state(default, model)
+    named = spec_config([1, 2], TOP)
+    latest.log_eagle_aux_hidden_state(named, NS(model=NS(layers_to_capture=[1, 2])))
+    latest.log_eagle_aux_hidden_state(spec_config([1], TOP, use=False), model)
+    latest.log_eagle_aux_hidden_state(spec_config(source=None), model)  # no EAGLE-3 draft: silent
+    records = [(r.levelname, r.getMessage()) for r in caplog.records]
+    assert [level for level, _ in records] == ["WARNING", "INFO", "INFO"]
+    assert "default layers [2, 30, 58]" in records[0][1] and "--return-aux-hidden-state-layer-ids" in records[0][1]
+    assert records[1][1] == f"EAGLE-3 capture layers: layer ids [1, 2] from {TOP}; the target captures layers [1, 2]"
+    assert "off" in records[2][1]
+    assert (default.eagle_aux_hidden_state_captured_layers, named.eagle_aux_hidden_state_captured_layers) == \
+        ([2, 30, 58], [1, 2])
+
+
+def test_latest_a_draft_whose_input_width_differs_fails_at_start_up(latest):
+    with pytest.raises(ValueError, match=r"^EAGLE-3 draft expects 3 aux hidden states \(its fc input width 21504 "
+                                         r"= 3 x 7168\) but the target would capture 2 layers \[1, 2\] from "):
+        latest.check_draft_aux_input_width(draft((4096, 21504)), NS(target_hidden_size=7168), spec_config([1, 2]))
+    with pytest.raises(ValueError, match="expects 2 aux hidden states"):
+        latest.check_draft_aux_input_width(draft((4096, 8192), nested=False), NS(hidden_size=4096),
+                                           spec_config(None, "default"))
+    for model, cfg, config in [
+            (draft((4096, 14336)), NS(target_hidden_size=7168), spec_config([1, 2])),  # matches
+            (draft((4096, 21504)), NS(target_hidden_size=7168), None),
+            (draft((4096, 21504)), NS(target_hidden_size=7168), spec_config([1, 2], source=None)),
+            (draft((4096, 21504)), NS(target_hidden_size=7168), spec_config([1, 2], use=False)),
+            (draft(None), NS(target_hidden_size=7168), spec_config([1, 2])),
+            (draft((21504,)), NS(target_hidden_size=7168), spec_config([1, 2])),
+            (draft((4096, 21505)), NS(target_hidden_size=7168), spec_config([1, 2])),
+            (draft((4096, 21504)), NS(), spec_config([1, 2]))]:
+        latest.check_draft_aux_input_width(model, cfg, config)
+
+
+def test_latest_validates_the_override_option(patched):
+    hook = load_module(patched("latest") / SRT / "arg_groups/validation_hook.py", name="hook_latest")
+    check = hook._check_aux_hidden_state_layer_ids
+    check([2, 30, 58])
+    for bad, why in [([], "must not be empty"), ([1, -1], "must be non-negative"), ([2, 2], "must not repeat")]:
+        with pytest.raises(ValueError, match=why):
+            check(bad)
+
+
+# ---------------------------------------------------------------- 0001: KimiK25 delegates to its language model
+
+KIMI = "KimiK25ForConditionalGeneration"
+DELEGATED = ["_get_language_model_attr", "start_layer", "end_layer", "routed_experts_weights_of_layer",
+             "get_model_config_for_expert_location", "get_embed_and_head", "set_embed_and_head",
+             "set_eagle3_layers_to_capture"]
+
+
+class DeepseekV3ForCausalLM:
+    """The inner language model: every member records how it was reached."""
+
+    calls: list = []
+
+    def __init__(self):
+        self.start_layer, self.end_layer = 3, 61
+        self.routed_experts_weights_of_layer = {0: ["w"]}
+
+    @classmethod
+    def get_model_config_for_expert_location(cls, config):
+        return ("expert-location", config)
+
+    def get_embed_and_head(self):
+        return ("embed", "head")
+
+    def set_embed_and_head(self, embed, head):
+        self.calls.append(("set_embed_and_head", embed, head))
+
+    def set_eagle3_layers_to_capture(self, layer_ids=None):
+        self.calls.append(("set_eagle3_layers_to_capture", layer_ids))
+
+
+@pytest.fixture
+def kimi(patched):
+    cls = load_class(patched("production") / SRT / "models/kimi_k25.py", KIMI, DELEGATED,
+                     {"DeepseekV3ForCausalLM": DeepseekV3ForCausalLM, "Any": object})
+    model = cls()
+    model.language_model = DeepseekV3ForCausalLM()
+    DeepseekV3ForCausalLM.calls = []
+    return model
+
+
+def test_kimi_forwards_each_member_to_the_same_member_of_its_language_model(kimi):
+    assert (kimi.start_layer, kimi.end_layer) == (3, 61)
+    assert kimi.routed_experts_weights_of_layer == {0: ["w"]}
+    assert kimi.get_embed_and_head() == ("embed", "head")
+    kimi.set_embed_and_head("E", "H")
+    kimi.set_eagle3_layers_to_capture([2, 30, 58])
+    kimi.set_eagle3_layers_to_capture()
+    assert DeepseekV3ForCausalLM.calls == [("set_embed_and_head", "E", "H"),
+                                           ("set_eagle3_layers_to_capture", [2, 30, 58]),
+                                           ("set_eagle3_layers_to_capture", None)]
+    text_config = object()
+    assert type(kimi).get_model_config_for_expert_location(NS(text_config=text_config)) == \
+        ("expert-location", text_config)
+
+
+def test_kimi_names_both_classes_when_its_language_model_lacks_a_member(kimi):
+    kimi.language_model = NS()
+    with pytest.raises(NotImplementedError, match=f"^{KIMI} delegates 'start_layer' to its language model, "
+                                                  "but SimpleNamespace does not provide it.$"):
+        kimi.start_layer
+    with pytest.raises(NotImplementedError, match="delegates 'set_eagle3_layers_to_capture'"):
+        kimi.set_eagle3_layers_to_capture([1])
+
+
+# ---------------------------------------------------------------- 0002: the capture layers are configured once
+
+
+def test_the_runner_configures_the_capture_layers_only_for_an_eagle3_draft(patched):
+    runner_cls = load_class(patched("production") / SRT / "model_executor/model_runner.py", "ModelRunner",
+                            ["init_aux_hidden_state_capture"],
+                            {"captured_layers": lambda model: ["read back", model.tag],
+                             "log_eagle3_aux_layers": lambda aux: logged.append(aux.captured_layers)})
+    calls, logged = [], []
+    runner = runner_cls()
+    runner.model = NS(tag="m", set_eagle3_layers_to_capture=lambda ids: calls.append(ids))
+    runner.eagle_aux_hidden_state_layer_ids, runner.eagle3_aux_layers = [2, 30, 58], NS(captured_layers=None)
+    runner.eagle_use_aux_hidden_state = True
+    runner.init_aux_hidden_state_capture()
+    assert calls == [[2, 30, 58]] and runner.eagle3_aux_layers.captured_layers == ["read back", "m"]
+    assert logged == [["read back", "m"]]
+    runner.eagle_use_aux_hidden_state, runner.eagle3_aux_layers = False, None
+    runner.init_aux_hidden_state_capture()
+    assert calls == [[2, 30, 58]] and logged == [["read back", "m"]]  # the twin: nothing configured
+
+
+# ---------------------------------------------------------------- 0003: allreduce fusion on SM12x
+
+
+def fake_flashinfer(monkeypatch, version="0.6.3", flags=None, raises=None):
+    """A FlashInfer whose JIT spec for trtllm_comm carries ``flags`` (or raises ``raises``)."""
+    def gen_trtllm_comm_module():
+        if raises is not None:
+            raise raises
+        return NS(extra_cuda_cflags=flags)
+    package = types.ModuleType("flashinfer")
+    package.__version__ = version
+    jit, comm = types.ModuleType("flashinfer.jit"), types.ModuleType("flashinfer.jit.comm")
+    comm.gen_trtllm_comm_module = gen_trtllm_comm_module
+    for name, module in [("flashinfer", package), ("flashinfer.jit", jit), ("flashinfer.jit.comm", comm)]:
+        monkeypatch.setitem(sys.modules, name, module)
+
+
+@pytest.fixture
+def probe(patched):
+    mod = load_module(patched("production") / SRT / "layers/flashinfer_comm_fusion.py", name="fusion_prod")
+    return lambda: mod.probe_flashinfer_allreduce_fusion_sm12x.__wrapped__()
+
+
+@pytest.mark.parametrize("setup, expected", [
+    (dict(version="0.6.17", flags=["-gencode=arch=compute_120a,code=sm_120a"]), True),
+    (dict(version="0.6.3", flags=["-gencode=arch=compute_90a,code=sm_90a", "compute_100a"]), False),
+    (dict(version="0.6.3", flags=None), False),
+    (dict(version="0.6.3", raises=RuntimeError("No supported CUDA architectures found for major versions [9, 10]")),
+     False),
+    (dict(version="0.6.17", raises=OSError("no nvcc")), True),  # cannot inspect: judged by version
+    (dict(version="0.6.16", raises=OSError("no nvcc")), False),
+    (dict(version="not-a-version", raises=OSError("no nvcc")), False),
+])
+def test_the_probe_says_whether_flashinfer_builds_its_fusion_kernels_for_sm12x(probe, monkeypatch, setup, expected):
+    fake_flashinfer(monkeypatch, **setup)
+    supported, detail = probe()
+    assert supported is expected and f"flashinfer {setup['version']}" in detail
+
+
+def test_the_probe_without_flashinfer_says_so(probe, monkeypatch):
+    monkeypatch.setitem(sys.modules, "flashinfer", None)
+    assert probe()[0] is False and "cannot be imported" in probe()[1]
+
+
+@pytest.mark.parametrize("enabled, sm120, available, probed, after, warned, probes", [
+    (True, True, True, (False, "flashinfer 0.6.3 does not build"), False, True, 1),
+    (True, True, True, (True, "ok"), True, False, 1),
+    (True, True, False, (True, "ok"), False, True, 0),
+    (False, True, True, (True, "ok"), False, False, 0),
+    (True, False, True, (False, "no"), True, False, 0),
+])
+def test_fusion_asked_for_on_sm12x_is_disabled_with_a_warning_unless_flashinfer_can(
+        patched, monkeypatch, caplog, enabled, sm120, available, probed, after, warned, probes):
+    asked = []
+
+    def probe_stub():
+        asked.append(1)
+        return probed
+    layers = types.ModuleType("sglang.srt.layers.flashinfer_comm_fusion")
+    layers.probe_flashinfer_allreduce_fusion_sm12x = probe_stub
+    for name in ("sglang", "sglang.srt", "sglang.srt.layers"):
+        monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
+    monkeypatch.setitem(sys.modules, "sglang.srt.layers.flashinfer_comm_fusion", layers)
+    cls = load_class(patched("production") / SRT / "server_args.py", "ServerArgs",
+                     ["_handle_flashinfer_allreduce_fusion"],
+                     {"is_sm120_supported": lambda: sm120, "is_flashinfer_available": lambda: available,
+                      "logger": logging.getLogger("server_args_prod")})
+    args = cls()
+    args.enable_flashinfer_allreduce_fusion = enabled
+    with caplog.at_level(logging.WARNING, logger="server_args_prod"):
+        args._handle_flashinfer_allreduce_fusion()
+    assert args.enable_flashinfer_allreduce_fusion is after
+    assert bool(caplog.records) is warned and len(asked) == probes
+    if warned:
+        assert "--enable-flashinfer-allreduce-fusion is disabled on this SM12x GPU" in caplog.text
+        assert (probed[1] if available else "flashinfer is not available") in caplog.text
+
+
+CONDITIONS = ["_is_cuda", "is_sm120_supported", "_is_flashinfer_available", "probe"]
+
+
+@pytest.mark.parametrize("false", [None, *CONDITIONS])
+def test_the_sm12x_fusion_gate_needs_cuda_sm12x_flashinfer_and_the_probe(patched, false):
+    values = {name: name != false for name in CONDITIONS}
+    mod = load_module(patched("production") / SRT / "layers/communicator.py", name="communicator_prod", provides={
+        "_is_cuda": values["_is_cuda"], "is_sm120_supported": lambda: values["is_sm120_supported"],
+        "_is_flashinfer_available": values["_is_flashinfer_available"],
+        "probe_flashinfer_allreduce_fusion_sm12x": lambda: (values["probe"], "detail")})
+    assert mod._is_sm120_allreduce_fusion_supported is (false is None)
+
+
+@pytest.mark.parametrize("sm90, sm100, sm120, expected", [
+    (False, False, True, True), (False, False, False, False), (True, False, False, True), (False, True, False, True)])
+def test_the_fusion_applies_on_sm12x_when_its_gate_admits_it(patched, sm90, sm100, sm120, expected):
+    mod = load_module(patched("production") / SRT / "layers/communicator.py", name="communicator_prod2", provides={
+        "_is_sm90_supported": sm90, "_is_sm100_supported": sm100, "_is_sm120_allreduce_fusion_supported": sm120,
+        "_is_flashinfer_available": True, "is_dp_attention_enabled": lambda: False,
+        "get_global_server_args": lambda: NS(enable_flashinfer_allreduce_fusion=True)})
+    assert bool(mod.apply_flashinfer_allreduce_fusion(8)) is expected
+    assert not mod.apply_flashinfer_allreduce_fusion(0)
+
+
+@pytest.fixture
+def resolve_backend(patched):
+    platform = NS(is_sm120=True, is_sm90=False, is_sm100=False)
+    mod = load_module(patched("latest") / SRT / "layers/flashinfer_comm_fusion.py", name="fusion_latest",
+                      provides={"get_platform": lambda: platform})
+    return platform, mod._resolve_backend
+
+
+def test_latest_sm12x_resolves_the_fusion_backend_to_trtllm_single_node_only(resolve_backend):
+    platform, resolve = resolve_backend
+    assert resolve("auto") == "trtllm" and resolve("trtllm") == "trtllm"
+    for backend, multi_node, why in [("mnnvl", False, "supports the trtllm backend only"),
+                                     ("cutedsl", False, "supports the trtllm backend only"),
+                                     ("auto", True, "single-node only"), ("trtllm", True, "single-node only")]:
+        with pytest.raises(ValueError, match=why):
+            resolve(backend, multi_node)
+    platform.is_sm120 = False  # the twin: an SM80 GPU is still refused
+    with pytest.raises(ValueError, match="requires SM90, SM10X or SM12x"):
+        resolve("auto")
+
+
+@pytest.mark.parametrize("cuda, sm120", [(True, True), (True, False), (False, True), (False, False)])
+def test_latest_add_norm_admits_sm12x_only_on_cuda(patched, cuda, sm120):
+    mod = load_module(patched("latest") / SRT / "layers/layer_boundary/residual/add_norm.py", name="add_norm_latest",
+                      provides={"_is_cuda": cuda, "get_platform": lambda: NS(is_sm120=sm120)})
+    assert bool(mod._is_sm120_supported) is (cuda and sm120)
