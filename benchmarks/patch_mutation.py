@@ -345,13 +345,13 @@ class Gate:
                 (self.tree / rel).write_text(text)
 
 
-def fast_set_fails(scratch: Path, line_rel: str, mutant: Mutant) -> str | None:
+def fast_set_fails(scratch: Path, line_rel: str, mutant: Mutant, files: list[str]) -> str | None:
     patch_file = scratch / line_rel / "patches" / mutant.patch
     original = patch_file.read_bytes()
     patch_file.write_text(mutant.patch_text)
     try:
         run = subprocess.run([sys.executable, "-m", "pytest", "-m", "not slow and not image", "-x", "-q",
-                              "-p", "no:cacheprovider", "-p", "no:randomly", *FIRST, "tests"],
+                              "-p", "no:cacheprovider", *files],
                              cwd=scratch, capture_output=True, text=True)
     finally:
         patch_file.write_bytes(original)
@@ -384,7 +384,7 @@ def run_line(line, scratch: Path, work: Path, args) -> list[Mutant]:
             mutant.verdict, mutant.detail = "gate", refusal
         elif args.gate_only:
             mutant.verdict = "passes the gate"
-        elif (failed := fast_set_fails(scratch, line_rel, mutant)) is not None:
+        elif (failed := fast_set_fails(scratch, line_rel, mutant, args.fast_files)) is not None:
             mutant.verdict, mutant.detail = "fast set", failed
         else:
             mutant.verdict = "survived"
@@ -419,6 +419,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--operator", action="append", choices=OPERATORS, help="only this operator")
     parser.add_argument("--gate-only", action="store_true", help="stop at the build gate")
     parser.add_argument("--json", metavar="FILE", help="also write every mutant's verdict here")
+    parser.add_argument("--fast-files", nargs="+", default=[*FIRST, "tests"],
+                        help="test files for the fast set (default: all of tests/, those that read the series first)")
     args = parser.parse_args(argv)
     args.equivalents = tomllib.loads(EQUIVALENTS.read_text()).get("patch-equivalent", {})
     start = time.monotonic()
