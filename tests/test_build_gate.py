@@ -29,6 +29,7 @@ from helpers import AUTHOR_ENV, REPO_ROOT, assert_one_line_error, make_project, 
 from sglpatch import build, checks, source
 from sglpatch.contract.core import Analysis, check_model
 from sglpatch.contract.eagle3 import draft_rewrites, interface
+from sglpatch.contract.forwards import forward_problems
 from sglpatch.contract.symm_mem import check_symm_mem
 from sglpatch.contract.tree import SourceTree
 from sglpatch.errors import UserError
@@ -224,6 +225,60 @@ def test_a_class_the_tree_rewrites_for_drafts_needs_no_draft_side(pristine, tmp_
     an = Analysis(pristine)
     assert [r.label for r in an.eagle3_requirements("DeepseekV3ForCausalLM") if r.role == "draft"] == []
     assert [r.label for r in an.eagle3_requirements(KIMI) if r.role == "draft"] != []
+
+
+# ---------------------------------------------------------------- 1b. forwards that reach the wrong member
+
+HELPER = "    def _get_language_model_attr(self, name: str) -> Any:"
+
+
+@pytest.mark.parametrize("edit, expected", [
+    (replace('self._get_language_model_attr("set_embed_and_head")(embed, head)',
+             'self._get_language_model_attr("start_layer")(embed, head)'),
+     f"{KIMI}.set_embed_and_head forwards to start_layer of its inner model (which {KIMI} provides as a "
+     "member of its own), not to set_embed_and_head"),
+    (replace('self.model = self._get_language_model_attr("model")',
+             'self.model = self._get_language_model_attr("end_layer")'),
+     f"{KIMI}.model forwards to end_layer of its inner model"),
+    (replace('self._get_language_model_attr("set_embed_and_head")(embed, head)',
+             'self._get_language_model_attr("set_embed_and_head")(head, embed)'),
+     f"{KIMI}.set_embed_and_head forwards to set_embed_and_head of its inner model with its parameters in "
+     "another order (head, embed; it takes embed, head)"),
+    (replace('self._get_language_model_attr("set_eagle3_layers_to_capture")(layer_ids)',
+             'self._get_language_model_attr("set_eagle3_layers_to_capture")(None)'),
+     f"{KIMI}.set_eagle3_layers_to_capture forwards to set_eagle3_layers_to_capture of its inner model "
+     "without its parameter layer_ids"),
+    (replace(HELPER, "    def _renamed_helper(self, name: str) -> Any:"),
+     f"calls self._get_language_model_attr, which {KIMI} lacks"),
+])
+def test_a_forward_that_reaches_another_member_or_drops_an_argument_is_refused(patched, edit, expected):
+    line = gate_error(patched, KIMI_PY, edit)
+    assert f"check {INTERFACE} failed on the patched tree:" in line and expected in line, line
+
+
+@pytest.mark.parametrize("edit", [
+    # the same forwards, spelled otherwise
+    replace('self._get_language_model_attr("set_embed_and_head")(embed, head)',
+            'self.language_model.set_embed_and_head(embed, head=head)'),
+    replace('        return self._get_language_model_attr("start_layer")',
+            '        return getattr(self.language_model, "start_layer")'),
+    # a member that forwards to a name the wrapper does not have (tied embeddings) is its choice
+    replace("    def get_embed_and_head(self)", "    @property\n    def lm_head(self):\n"
+            "        return self.language_model.model.embed_tokens\n\n    def get_embed_and_head(self)"),
+])
+def test_faithful_forwards_in_any_spelling_pass(patched, edit):
+    tree, series, pin = patched
+    with edited(tree, KIMI_PY, edit):
+        build.check_tree(tree, series, pin)
+
+
+def test_no_release_wrapper_has_an_unfaithful_forward(pristine):
+    """Precision on the release itself: none of 0.5.9's 33 wrapper models is reported (replayed
+    over every release from 0.5.9 to 0.5.23 while it was written: 782 wrappers, none reported)."""
+    an = Analysis(pristine)
+    wrappers = [r for r in an.classes.model_classes() if an.classes.is_wrapper(r)]
+    assert len(wrappers) >= 30
+    assert [p for r in wrappers for p in forward_problems(an.tree, an.classes, r)] == []
 
 
 # ---------------------------------------------------------------- 2. __getattr__ forwarding

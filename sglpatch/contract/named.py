@@ -15,6 +15,7 @@ from pathlib import Path
 from ..checks import Finding, register
 from . import eagle3
 from .core import Analysis, check_model
+from .forwards import forward_problems
 from .aux_layers import check_aux_layer_resolution
 from .gates import check_allreduce_gate
 from .symm_mem import check_symm_mem
@@ -59,7 +60,8 @@ def contract_findings(an: Analysis) -> list[Finding]:
           f"{KIMI} has every member the runtime requires of a target model that its inner language "
           "model provides, and every member of the EAGLE-3 interface (target side, guarded or not; "
           "draft side, as it can be loaded as a draft), each shown to exist (a __getattr__ forward "
-          "counts only when the inner object has the member)")
+          "counts only when the inner object has the member), and each forward reaching the member "
+          "it is named for with the arguments it was given")
 def kimi_k25_eagle3_interface(tree: Path) -> list[Finding]:
     an = analysis_for(tree)
     findings = contract_findings(an)
@@ -79,6 +81,8 @@ def kimi_k25_eagle3_interface(tree: Path) -> list[Finding]:
                 s.item.required and s.verdict in ("unverified", "unknown")):
             out.append(_finding(s, eagle.pop(s.item.label, (None, None))[0]))
     out += [_finding(s, r) for r, s in eagle.values()]  # the draft side
+    out += [Finding(what, where, subject=f"{KIMI}.{member}")
+            for member, what, where in forward_problems(an.tree, an.classes, ref)]
     return out
 
 
