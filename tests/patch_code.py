@@ -10,7 +10,9 @@ module supplied by the test:
   the test ``provides`` are bound first and never rebound by the module's own imports or
   assignments;
 - :func:`load_class` makes a plain class from chosen members of a patched class (methods,
-  properties, classmethods as written), so a wrapper's delegations can run over a test object.
+  properties, classmethods as written), so a wrapper's delegations can run over a test object;
+- :func:`run_block` runs a few statements a patch adds inside a long upstream function, with the
+  variables they read supplied.
 
 What runs is the patched source, compiled from the file; only its surroundings are supplied.
 """
@@ -92,3 +94,27 @@ def patched_files(pristine: Path, patches: list[Path], dest: Path) -> Path:
     for patch in patches:
         subprocess.run(["git", "apply", "-p1", str(patch.resolve())], cwd=dest, check=True, capture_output=True)
     return dest
+
+
+def run_block(path: Path, first_line: str, namespace: dict, count: int = 1, contains: str | None = None) -> dict:
+    """Run ``count`` statements of the patched file, from the one whose first line holds
+    ``first_line`` (and whose text holds ``contains``), wherever it is nested, with ``namespace``
+    as its variables (``self``, the function's locals, the names it calls); returns it."""
+    text = path.read_text()
+    lines = text.splitlines()
+    tree = ast.parse(text, str(path))
+    for node in ast.walk(tree):
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(node, field, None)
+            if not isinstance(block, list):
+                continue
+            for i, stmt in enumerate(block):
+                if not isinstance(stmt, ast.stmt) or first_line not in lines[stmt.lineno - 1]:
+                    continue
+                if contains is not None and contains not in (ast.get_source_segment(text, stmt) or ""):
+                    continue
+                code = compile(ast.Module(body=block[i:i + count], type_ignores=[]), str(path), "exec",
+                               flags=_FLAGS, dont_inherit=True)
+                exec(code, namespace)
+                return namespace
+    raise AssertionError(f"{path.name} has no statement starting {first_line!r}")

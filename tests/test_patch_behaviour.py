@@ -19,7 +19,7 @@ from types import SimpleNamespace as NS
 
 import pytest
 
-from patch_code import load_class, load_module, patched_files
+from patch_code import load_class, load_module, patched_files, run_block
 from sglpatch.line import find_line
 from sglpatch.pin import read_pin
 from sglpatch.series import read_series
@@ -590,3 +590,72 @@ def test_latest_add_norm_admits_sm12x_only_on_cuda(patched, cuda, sm120):
     mod = load_module(patched("latest") / SRT / "layers/layer_boundary/residual/add_norm.py", name="add_norm_latest",
                       provides={"_is_cuda": cuda, "get_platform": lambda: NS(is_sm120=sm120)})
     assert bool(mod._is_sm120_supported) is (cuda and sm120)
+
+
+# ---------------------------------------------------------------- 0005: where the layers are reported and checked
+
+
+def info_of(layers):
+    return NS(tp_worker=NS(model_runner=NS(eagle3_aux_layers=layers)))
+
+
+@pytest.mark.parametrize("scheduler, reported", [
+    (info_of(NS(info=lambda: {"layer_ids": [1], "source": "s"})), {"layer_ids": [1], "source": "s"}),
+    (info_of(None), None),
+    (NS(tp_worker=NS(model_runner=NS())), None),
+    (NS(tp_worker=NS()), None),
+])
+def test_the_scheduler_reports_the_capture_layers_in_server_info(patched, scheduler, reported):
+    ns = run_block(patched("production") / SRT / "managers/scheduler.py", "eagle3_aux_layers = getattr(",
+                   {"scheduler": scheduler, "result_dict": {"max_total_num_tokens": 1}}, count=2)
+    assert ns["result_dict"].get("eagle3_aux_hidden_state") == reported
+    assert ns["result_dict"]["max_total_num_tokens"] == 1
+
+
+@pytest.fixture
+def spec_aux_module(patched, monkeypatch):
+    """The latest line's patched spec_aux_hidden_state, importable under its real name."""
+    mod = Latest(patched("latest"), monkeypatch).mod
+    name = "sglang.srt.model_executor.model_runner_components.spec_aux_hidden_state"
+    for parent in ("sglang", "sglang.srt", "sglang.srt.model_executor",
+                   "sglang.srt.model_executor.model_runner_components"):
+        monkeypatch.setitem(sys.modules, parent, types.ModuleType(parent))
+    monkeypatch.setitem(sys.modules, name, mod)
+    return mod
+
+
+@pytest.mark.parametrize("runner, reported", [
+    (NS(spec_aux_config=spec_config([1, 2], TOP, captured=[1, 2])),
+     {"layer_ids": [1, 2], "source": TOP, "captured_layers": [1, 2], "use_aux_hidden_state": True}),
+    (NS(spec_aux_config=spec_config(source=None)), None),  # no EAGLE-3 draft
+    (NS(spec_aux_config=None), None),
+    (NS(), None),
+])
+def test_latest_the_scheduler_reports_the_capture_layers_in_server_info(patched, spec_aux_module, runner, reported):
+    ns = run_block(patched("latest") / SRT / "managers/scheduler.py", "spec_aux_config = getattr(",
+                   {"self": NS(tp_worker=NS(model_runner=runner)), "result_dict": {}}, count=2)
+    assert ns["result_dict"].get("eagle3_aux_hidden_state") == reported
+
+
+def test_latest_the_runner_logs_the_capture_layers_of_its_own_model(patched):
+    logged = []
+    run_block(patched("latest") / SRT / "model_executor/model_runner.py", "log_eagle_aux_hidden_state(",
+              {"self": NS(spec_aux_config="config", model="model"),
+               "log_eagle_aux_hidden_state": lambda *args: logged.append(args)})
+    assert logged == [("config", "model")]
+
+
+@pytest.mark.parametrize("eagle3, target_runner, checked", [
+    (True, NS(spec_aux_config="target config"), [("draft model", "draft hf config", "target config")]),
+    (True, NS(), [("draft model", "draft hf config", None)]),
+    (False, NS(spec_aux_config="target config"), []),
+])
+def test_latest_the_draft_worker_checks_its_input_width_against_the_target(patched, eagle3, target_runner, checked):
+    calls = []
+    me = NS(speculative_algorithm=NS(is_eagle3=lambda: eagle3),
+            draft_runner=NS(model="draft model", model_config=NS(hf_config="draft hf config")))
+    run_block(patched("latest") / SRT / "speculative/eagle_worker_v2.py", "if self.speculative_algorithm.is_eagle3():",
+              {"self": me, "target_worker": NS(model_runner=target_runner),
+               "check_draft_aux_input_width": lambda *args: calls.append(args)},
+              contains="check_draft_aux_input_width")
+    assert calls == checked
