@@ -66,13 +66,21 @@ def load_module(path: Path, provides: dict | None = None, name: str = "patched")
     return module
 
 
+def _literal(node: ast.expr) -> bool:
+    try:
+        ast.literal_eval(node)
+        return True
+    except ValueError:
+        return False
+
+
 def load_class(path: Path, class_name: str, members: list[str], provides: dict | None = None) -> type:
     """A plain class holding ``members`` of ``class_name`` exactly as the patched file writes them."""
     tree = ast.parse(path.read_text(), str(path))
     cls = next(n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == class_name)
-    chosen = [s for s in cls.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))
-              and s.name in members]
-    missing = set(members) - {s.name for s in chosen}
+    chosen = [s for s in cls.body if (isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.name in members)
+              or (isinstance(s, ast.Assign) and _literal(s.value))]  # constant class attributes come along
+    missing = set(members) - {getattr(s, "name", None) for s in chosen}
     if missing:
         raise AssertionError(f"{class_name} in {path.name} has no {', '.join(sorted(missing))}")
     body = ast.ClassDef(name=class_name, bases=[], keywords=[], body=chosen, decorator_list=[])

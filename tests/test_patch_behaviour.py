@@ -659,3 +659,101 @@ def test_latest_the_draft_worker_checks_its_input_width_against_the_target(patch
                "check_draft_aux_input_width": lambda *args: calls.append(args)},
               contains="check_draft_aux_input_width")
     assert calls == checked
+
+
+# ---------------------------------------------------------------- 0004: torch symmetric memory on SM12x
+
+
+class Tensor:
+    """What the communicator does with a tensor: size it, slice it, copy and reshape it."""
+
+    def __init__(self, numel=1024, dtype="bf16"):
+        self._numel, self.dtype, self.shape = numel, dtype, (numel,)
+
+    def numel(self):
+        return self._numel
+
+    def element_size(self):
+        return 2
+
+    def __getitem__(self, _):
+        return self
+
+    def view(self, *_):
+        return self
+
+    def copy_(self, _):
+        return self
+
+
+def fake_torch(capability, world_size, kernels):
+    torch = NS(bfloat16="bf16", device=lambda d: d, empty_like=lambda t: Tensor(t.numel(), t.dtype),
+               cuda=NS(set_device=lambda d: None, get_device_capability=lambda d: (capability, 0)),
+               ops=NS(symm_mem=NS(multimem_all_reduce_=lambda *a: kernels.append("multimem"),
+                                  two_shot_all_reduce_=lambda *a: kernels.append("two_shot"))))
+    torch.bfloat16 = NS(itemsize=2)
+    return {"torch": torch, "dist": NS(get_world_size=lambda group: world_size),
+            "torch_symm_mem": NS(empty=lambda n, device, dtype: Tensor(n, dtype),
+                                 rendezvous=lambda buffer, name: NS(multicast_ptr=1)),
+            "torch_symm_mem_available": True}
+
+
+@pytest.fixture
+def communicator(patched):
+    pin = read_pin(REPO_ROOT)
+    utils = load_module(pristine_tree(pin.version, pin) / SRT / "distributed/device_communicators/all_reduce_utils.py",
+                        name="all_reduce_utils_prod")
+
+    def make(capability, world_size):
+        kernels = []
+        cls = load_class(patched("production") / SRT / "distributed/device_communicators/torch_symm_mem.py",
+                         "TorchSymmMemCommunicator", ["__init__", "should_torch_symm_mem_allreduce", "all_reduce"],
+                         {**fake_torch(capability, world_size, kernels), "logger": logging.getLogger("symm_prod"),
+                          "TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES": utils.TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES})
+        comm = cls(NS(group_name="tp"), 0)
+        return comm, kernels, utils.TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES
+    return make
+
+
+@pytest.mark.parametrize("capability, world_size, why", [
+    (12, 8, "Device capability 12 not supported"), (10, 3, "World size 3 not supported")])
+def test_symm_mem_on_a_gpu_or_world_size_its_tables_lack_disables_itself_with_a_warning(
+        communicator, caplog, capability, world_size, why):
+    with caplog.at_level(logging.WARNING, logger="symm_prod"):
+        comm, _, _ = communicator(capability, world_size)
+    assert comm.disabled and why in caplog.text
+    assert comm.should_torch_symm_mem_allreduce(Tensor()) is False
+
+
+@pytest.mark.parametrize("capability, world_size, kernel", [(10, 8, "multimem"), (9, 4, "multimem"),
+                                                            (9, 2, "two_shot"), (10, 4, "two_shot")])
+def test_symm_mem_on_a_listed_gpu_is_enabled_and_picks_its_kernel(communicator, capability, world_size, kernel):
+    comm, kernels, table = communicator(capability, world_size)
+    assert not comm.disabled and comm.max_size == table[capability][world_size]
+    assert comm.should_torch_symm_mem_allreduce(Tensor(1024, comm.dtype)) is True
+    assert comm.should_torch_symm_mem_allreduce(Tensor(comm.max_size, comm.dtype)) is False  # too large
+    comm.all_reduce(Tensor(1024, comm.dtype))
+    assert kernels == [kernel]
+
+
+@pytest.mark.parametrize("eagle3, draft_worker", [(True, False), (False, False), (True, True)])
+def test_the_target_runner_resolves_the_capture_layers_from_the_draft_config(patched, eagle3, draft_worker):
+    resolved = NS(use_aux_hidden_state=True, layer_ids=[1, 29, 57])
+    calls = []
+
+    def resolve(hf_config, target_num_layers=None):
+        calls.append((hf_config, target_num_layers))
+        return resolved
+    me = NS(spec_algorithm=NS(is_eagle3=lambda: eagle3), is_draft_worker=draft_worker,
+            eagle3_aux_layers="unset", eagle_use_aux_hidden_state="unset", eagle_aux_hidden_state_layer_ids="unset")
+    run_block(patched("production") / SRT / "model_executor/model_runner.py", "self.eagle3_aux_layers = None",
+              {"self": me, "server_args": NS(speculative_draft_model_path="/draft", speculative_draft_model_revision="r"),
+               "model_config": NS(hf_text_config=NS(num_hidden_layers=61)), "resolve_eagle3_aux_layers": resolve,
+               "ModelConfig": NS(from_server_args=lambda args, **kw: NS(hf_config=("draft config", kw["model_path"])))},
+              count=2)
+    if eagle3 and not draft_worker:
+        assert calls == [(("draft config", "/draft"), 61)]
+        assert (me.eagle3_aux_layers, me.eagle_use_aux_hidden_state, me.eagle_aux_hidden_state_layer_ids) == \
+            (resolved, True, [1, 29, 57])
+    else:
+        assert calls == [] and me.eagle3_aux_layers is None
