@@ -39,7 +39,7 @@ TARGET = 0.90
 CONFIG = """[tool.mutmut]
 source_paths = ["sglpatch"]
 only_mutate = {only}
-also_copy = ["build.py", "upstream.toml", "patches", "lines", "docker", "deploy", "pytest.ini", "benchmarks"]
+also_copy = {also_copy}
 pytest_add_cli_args = ["-m", "not slow and not image", "-p", "no:cacheprovider", "-q"]
 pytest_add_cli_args_test_selection = ["tests"]
 """
@@ -154,12 +154,18 @@ def main(argv: list[str] | None = None) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="sglpatch-mutation-"))
     try:
         scratch_copy(workdir)
-        (workdir / "pyproject.toml").write_text(CONFIG.format(only=json.dumps(modules)))
+        # the tests read the whole checkout (docs, CHANGELOG, docker/, deploy/, lines/...): copy all of it
+        rest = sorted(p.name for p in workdir.iterdir() if p.name not in ("sglpatch", "pyproject.toml"))
+        (workdir / "pyproject.toml").write_text(CONFIG.format(only=json.dumps(modules), also_copy=json.dumps(rest)))
         start = time.monotonic()
-        run = subprocess.run([sys.executable, "-m", "mutmut", "run", "--max-children", str(args.max_children)],
-                             cwd=workdir, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        log = workdir / "mutmut.log"
+        print(f"mutmut on {', '.join(modules)} (progress: {log})", flush=True)
+        with log.open("w") as out:
+            run = subprocess.run([sys.executable, "-m", "mutmut", "run", "--max-children", str(args.max_children)],
+                                 cwd=workdir, stdout=out, stderr=subprocess.STDOUT, text=True)
         if run.returncode != 0:
-            print(f"error: mutmut failed ({run.returncode}): {run.stderr.strip()[-2000:]}", file=sys.stderr)
+            said = [l for l in log.read_text().replace("\r", "\n").splitlines() if l.strip() and l[0] not in "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"]
+            print(f"error: mutmut failed ({run.returncode}): " + " | ".join(said[-6:]), file=sys.stderr)
             return 2
         rows, met = report(workdir, time.monotonic() - start, equivalents)
         if args.json:
