@@ -367,13 +367,44 @@ def test_latest_a_draft_whose_input_width_differs_fails_at_start_up(latest):
         latest.check_draft_aux_input_width(model, cfg, config)
 
 
-def test_latest_validates_the_override_option(patched):
-    hook = load_module(patched("latest") / SRT / "arg_groups/validation_hook.py", name="hook_latest")
-    check = hook._check_aux_hidden_state_layer_ids
-    check([2, 30, 58])
-    for bad, why in [([], "must not be empty"), ([1, -1], "must be non-negative"), ([2, 2], "must not repeat")]:
-        with pytest.raises(ValueError, match=why):
-            check(bad)
+@pytest.fixture
+def hook(patched):
+    declared = []
+    mod = load_module(patched("latest") / SRT / "arg_groups/validation_hook.py", name="hook_latest",
+                      provides={"resolving_view": lambda args: args,
+                                "declare_resolution": lambda args, *a, **kw: declared.append(kw)})
+    mod.declared = declared
+    return mod
+
+
+def server_args(layer_ids=None, algorithm="EAGLE3", capture=False):
+    return NS(enable_return_aux_hidden_states=capture, return_aux_hidden_state_layer_ids=layer_ids,
+              speculative_algorithm=algorithm, speculative_draft_model_path=None, pp_size=1)
+
+
+@pytest.mark.parametrize("bad, why", [([], "must not be empty"), ([1, -1], "must be non-negative"),
+                                      ([2, 2], "must not repeat a layer, got \\[2, 2\\]")])
+def test_latest_the_override_option_is_validated_with_an_eagle3_draft_and_in_capture_mode(hook, bad, why):
+    hook._check_aux_hidden_state_layer_ids([2, 30, 58])
+    with pytest.raises(ValueError, match=why):
+        hook._check_aux_hidden_state_layer_ids(bad)
+    with pytest.raises(ValueError, match=why):
+        hook.handle_aux_hidden_state_capture(server_args(bad))  # an override for an EAGLE-3 draft
+    with pytest.raises(ValueError, match=why):
+        hook.handle_aux_hidden_state_capture(server_args(bad, capture=True))  # capture without a draft
+
+
+def test_latest_the_override_option_needs_an_eagle3_draft_or_capture_mode(hook):
+    hook.handle_aux_hidden_state_capture(server_args([2, 30, 58]))
+    hook.handle_aux_hidden_state_capture(server_args([2, 30, 58], algorithm="eagle3"))
+    hook.handle_aux_hidden_state_capture(server_args(None, algorithm=None))
+    assert hook.declared == []  # a draft keeps speculative decoding on
+    for algorithm in ("DFLASH", None):
+        with pytest.raises(ValueError, match="requires --enable-return-aux-hidden-states or --speculative-algorithm "
+                                             "EAGLE3"):
+            hook.handle_aux_hidden_state_capture(server_args([2, 30, 58], algorithm=algorithm))
+    hook.handle_aux_hidden_state_capture(server_args([2, 30, 58], capture=True))
+    assert hook.declared == [{"speculative_algorithm": None, "aux_hidden_state_capture": "eagle3"}]
 
 
 # ---------------------------------------------------------------- 0001: KimiK25 delegates to its language model
