@@ -1,7 +1,7 @@
 """Mutation testing of the tool: does the fast suite fail when the code is wrong? (issue 20)
 
     pip install -r benchmarks/requirements-mutation.txt
-    python benchmarks/mutation.py                       # the modules that write or judge the series
+    python benchmarks/mutation.py                       # the series modules, then the patch-level mutants
     python benchmarks/mutation.py sglpatch/pin.py       # one module (minutes)
     python benchmarks/mutation.py --all                 # every module of sglpatch/
 
@@ -23,6 +23,7 @@ import argparse
 import ast
 import collections
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -45,10 +46,18 @@ pytest_add_cli_args_test_selection = ["tests"]
 """
 
 
+IDENTITY = {"GIT_AUTHOR_NAME": "mutation", "GIT_AUTHOR_EMAIL": "mutation@example.invalid",
+            "GIT_COMMITTER_NAME": "mutation", "GIT_COMMITTER_EMAIL": "mutation@example.invalid"}
+
+
 def scratch_copy(dest: Path) -> None:
-    """HEAD's tracked files (what a clean clone has), without the submodule."""
+    """HEAD's tracked files (what a clean clone has), without the submodule, committed: some
+    tests need a work tree with a commit (the image's revision label)."""
     archive = subprocess.run(["git", "-C", str(REPO), "archive", "HEAD"], check=True, capture_output=True).stdout
     subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
+    env = {**os.environ, **IDENTITY}
+    for command in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "scratch copy of HEAD"]):
+        subprocess.run(["git", *command], cwd=dest, check=True, env=env, capture_output=True)
 
 
 # Calls whose string arguments are words for a person: an error, a warning, a progress line.
@@ -148,6 +157,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-children", type=int, default=2)
     parser.add_argument("--json", metavar="FILE", help="also write the figures and survivors here")
     parser.add_argument("--keep", action="store_true", help="keep the scratch copy (mutmut show/browse there)")
+    parser.add_argument("--no-patches", action="store_true",
+                        help="skip the patch-level mutants (benchmarks/patch_mutation.py), which the default run adds")
     args = parser.parse_args(argv)
     modules = ["sglpatch/*"] if args.all else (args.modules or list(SERIES_MODULES))
     equivalents = tomllib.loads(EQUIVALENTS.read_text()).get("equivalent", {}) if EQUIVALENTS.exists() else {}
@@ -173,6 +184,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.keep:
             print(f"scratch copy kept: {workdir}")
         print("targets " + ("met" if met else "NOT met") + f": at least {TARGET:.0%} killed in the series modules")
+        if not (args.modules or args.all or args.no_patches):  # the default run: the series' patches too
+            import patch_mutation
+            met = patch_mutation.main([]) == 0 and met
+            print("all targets " + ("met" if met else "NOT met"))
         return 0 if met else 1
     finally:
         if not args.keep:

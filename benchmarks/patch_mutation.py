@@ -29,7 +29,9 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import dataclasses
+import io
 import json
 import re
 import shutil
@@ -328,7 +330,8 @@ class Gate:
     """The line's series applied to its real release once; a mutant's files swapped in and out."""
 
     def __init__(self, line_root: Path):
-        pin, series, _, queue = build.prepare_tree(line_root, gate=True)
+        with contextlib.redirect_stdout(io.StringIO()):
+            pin, series, _, queue = build.prepare_tree(line_root, gate=True)
         self.tree, self.series, self.pin = queue.path, series, pin
 
     def refuses(self, files: dict[str, str]) -> str | None:
@@ -336,7 +339,8 @@ class Gate:
         try:
             for rel, text in files.items():
                 (self.tree / rel).write_text(text)
-            build.check_tree(self.tree, self.series, self.pin)
+            with contextlib.redirect_stdout(io.StringIO()):  # the gate's "check ...: ok" lines
+                build.check_tree(self.tree, self.series, self.pin)
             return None
         except UserError as refused:
             return str(refused)
