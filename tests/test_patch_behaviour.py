@@ -788,3 +788,45 @@ def test_the_target_runner_resolves_the_capture_layers_from_the_draft_config(pat
             (resolved, True, [1, 29, 57])
     else:
         assert calls == [] and me.eagle3_aux_layers is None
+
+
+def resolve_latest(latest, cfg, override=None, layers=61):
+    """The latest runner's EAGLE-3 branch of _resolve_eagle_aux_hidden_state, run as patched."""
+    config = NS(eagle_use_aux_hidden_state=False, eagle_aux_hidden_state_layer_ids="unset",
+                eagle_aux_hidden_state_layer_source="unset")
+    run_block(Path(latest.__file__), "if spec_algorithm.is_eagle3():", {
+        **vars(latest), "spec_algorithm": NS(is_eagle3=lambda: True), "draft_model_config": NS(hf_config=cfg),
+        "config": config, "model_config": NS(hf_text_config=NS(num_hidden_layers=layers)),
+        "get_exec": lambda: NS(features=NS(return_aux_hidden_state_layer_ids=override))},
+        contains="resolve_eagle_aux_layer_ids")
+    return config.eagle_aux_hidden_state_layer_ids, config.eagle_aux_hidden_state_layer_source, \
+        config.eagle_use_aux_hidden_state
+
+
+def test_latest_the_runner_resolves_checks_and_records_the_capture_layers(latest):
+    ids = NS(eagle_config={"eagle_aux_hidden_state_layer_ids": [1, 2, 3]}, num_aux_hidden_states=3)
+    assert resolve_latest(latest, ids) == ([1, 2, 3], EAGLE, True)
+    assert resolve_latest(latest, NS(eagle_aux_hidden_state_layer_ids=[1]), override=[5, 6]) == \
+        ([5, 6], "--return-aux-hidden-state-layer-ids", True)
+    assert resolve_latest(latest, NS()) == (None, "default", True)
+    off = NS(eagle_config={"use_aux_hidden_state": False, "eagle_aux_hidden_state_layer_ids": [1, 2, 3]},
+             num_aux_hidden_states=2)
+    assert resolve_latest(latest, off) == ([1, 2, 3], EAGLE, False)  # no aux states: no count to match
+
+
+@pytest.mark.parametrize("cfg, override, layers, message", [
+    (NS(eagle_config={"eagle_aux_hidden_state_layer_ids": [1, 2, 3]}, num_aux_hidden_states=2), None, 61,
+     f"EAGLE-3 draft expects 2 aux hidden states (declared num_aux_hidden_states) but the target would capture 3 "
+     f"layers [1, 2, 3] from {EAGLE}; set --return-aux-hidden-state-layer-ids to the 2 layer ids"),
+    (NS(num_aux_hidden_states="2", num_hidden_layers=3), None, 61,
+     "expects 2 aux hidden states (declared num_aux_hidden_states) but the target would capture 3 layers (the "
+     "target's defaults) from default"),
+    (NS(eagle_aux_hidden_state_layer_ids=[2, 70]), None, 61, f"ids [70] from {TOP} are out of range for a target "
+                                                             "with 61 layers"),
+    (NS(), [2, 70], 61, "ids [70] from --return-aux-hidden-state-layer-ids are out of range"),
+    (NS(), [], 61, "from --return-aux-hidden-state-layer-ids must be a non-empty list"),
+])
+def test_latest_the_runner_refuses_layers_the_draft_or_the_target_cannot_take(latest, cfg, override, layers, message):
+    with pytest.raises(ValueError) as refused:
+        resolve_latest(latest, cfg, override, layers)
+    assert message in str(refused.value)
