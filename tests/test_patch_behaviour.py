@@ -809,6 +809,8 @@ def test_latest_the_runner_resolves_checks_and_records_the_capture_layers(latest
     assert resolve_latest(latest, NS(eagle_aux_hidden_state_layer_ids=[1]), override=[5, 6]) == \
         ([5, 6], "--return-aux-hidden-state-layer-ids", True)
     assert resolve_latest(latest, NS()) == (None, "default", True)
+    two = NS(eagle_aux_hidden_state_layer_ids=[4, 8], num_aux_hidden_states=2)
+    assert resolve_latest(latest, two) == ([4, 8], TOP, True)  # the count is that of the ids, not the default 3
     off = NS(eagle_config={"use_aux_hidden_state": False, "eagle_aux_hidden_state_layer_ids": [1, 2, 3]},
              num_aux_hidden_states=2)
     assert resolve_latest(latest, off) == ([1, 2, 3], EAGLE, False)  # no aux states: no count to match
@@ -821,6 +823,9 @@ def test_latest_the_runner_resolves_checks_and_records_the_capture_layers(latest
     (NS(num_aux_hidden_states="2", num_hidden_layers=3), None, 61,
      "expects 2 aux hidden states (declared num_aux_hidden_states) but the target would capture 3 layers (the "
      "target's defaults) from default"),
+    (NS(eagle_aux_hidden_state_layer_ids=[4, 8], num_aux_hidden_states=3), None, 61,
+     f"expects 3 aux hidden states (declared num_aux_hidden_states) but the target would capture 2 layers [4, 8] "
+     f"from {TOP}"),
     (NS(eagle_aux_hidden_state_layer_ids=[2, 70]), None, 61, f"ids [70] from {TOP} are out of range for a target "
                                                              "with 61 layers"),
     (NS(), [2, 70], 61, "ids [70] from --return-aux-hidden-state-layer-ids are out of range"),
