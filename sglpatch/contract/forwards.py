@@ -50,8 +50,9 @@ def forward_problems(tree: SourceTree, classes: ClassIndex, ref: ClassRef) -> li
     cls = _class_node(tree, ref)
     if cls is None:
         return []
-    inner_attrs = {inner.attr for inner in classes.inner_models(ref)}
-    inner_classes = {c.name for inner in classes.inner_models(ref) for c in inner.lm}
+    inners = classes.inner_models(ref)
+    inner_attrs = {inner.attr for inner in inners}
+    inner_classes = {c.name for inner in inners for c in inner.lm}
     helpers = _by_name_helpers(cls)
     members = list(_members(cls))
     own = {name for name, _, _ in members}
