@@ -33,6 +33,7 @@ import contextlib
 import dataclasses
 import io
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -52,6 +53,8 @@ from sglpatch.errors import UserError  # noqa: E402
 from sglpatch.line import all_lines, line_dir  # noqa: E402
 from sglpatch.pin import read_pin  # noqa: E402
 from sglpatch.series import read_series  # noqa: E402
+
+from mutation import scratch_copy  # noqa: E402  (a committed work tree: some fast tests need one)
 
 OPERATORS = ("drop-member", "wrong-delegate", "wrong-argument", "default-on", "neutralise", "move-call")
 IDENTITY = {"GIT_AUTHOR_NAME": "Mutant", "GIT_AUTHOR_EMAIL": "mutant@example.invalid",
@@ -330,7 +333,7 @@ class Gate:
     """The line's series applied to its real release once; a mutant's files swapped in and out."""
 
     def __init__(self, line_root: Path):
-        with contextlib.redirect_stdout(io.StringIO()):
+        with contextlib.redirect_stderr(io.StringIO()):  # "applied ..." for each patch
             pin, series, _, queue = build.prepare_tree(line_root, gate=True)
         self.tree, self.series, self.pin = queue.path, series, pin
 
@@ -339,7 +342,7 @@ class Gate:
         try:
             for rel, text in files.items():
                 (self.tree / rel).write_text(text)
-            with contextlib.redirect_stdout(io.StringIO()):  # the gate's "check ...: ok" lines
+            with contextlib.redirect_stderr(io.StringIO()):  # the gate's "check ...: ok" lines
                 build.check_tree(self.tree, self.series, self.pin)
             return None
         except UserError as refused:
@@ -349,32 +352,49 @@ class Gate:
                 (self.tree / rel).write_text(text)
 
 
-def fast_set_fails(scratch: Path, line_rel: str, mutant: Mutant, stages: list[list[str]]) -> str | None:
-    """The first failing fast test with the mutated patch in place, or None. In stages: the tests
-    that read the series first (seconds), then the whole fast set; the verdict is the same as one
-    run of the whole set with -x, the cost of a caught mutant is not."""
-    patch_file = scratch / line_rel / "patches" / mutant.patch
-    original = patch_file.read_bytes()
-    patch_file.write_text(mutant.patch_text)
-    try:
-        for files in stages:
-            run = subprocess.run([sys.executable, "-m", "pytest", "-m", "not slow and not image", "-x", "-q",
-                                  "-p", "no:cacheprovider", *files],
-                                 cwd=scratch, capture_output=True, text=True)
-            if run.returncode != 0:
-                failed = re.findall(r"^FAILED (\S+)", run.stdout, re.M) or re.findall(r"^ERROR (\S+)", run.stdout, re.M)
-                return failed[0] if failed else f"pytest exit {run.returncode}"
+class FastSet:
+    """The fast set in a committed scratch copy of HEAD, run with a mutant's patch committed in its
+    place. In stages: the tests that read the series first (seconds), then the whole fast set; the
+    verdict is that of one run of the whole set with -x, the cost of a caught mutant is not. Each
+    stage must pass on the series as it is before it judges a mutant: a test failing for another
+    reason would count every mutant as caught."""
+
+    def __init__(self, scratch: Path, stages: list[list[str]]):
+        self.scratch, self.stages, self.clean = scratch, stages, set()
+        self.base = self._git("rev-parse", "HEAD").strip()
+
+    def _git(self, *args: str) -> str:
+        return subprocess.run(["git", *args], cwd=self.scratch, check=True, capture_output=True, text=True,
+                              env={**os.environ, **IDENTITY}).stdout
+
+    def _first_failure(self, files: list[str]) -> str | None:
+        run = subprocess.run([sys.executable, "-m", "pytest", "-m", "not slow and not image", "-x", "-q",
+                              "-p", "no:cacheprovider", *files], cwd=self.scratch, capture_output=True, text=True)
+        if run.returncode == 0:
+            return None
+        failed = re.findall(r"^FAILED (\S+)", run.stdout, re.M) or re.findall(r"^ERROR (\S+)", run.stdout, re.M)
+        return failed[0] if failed else f"pytest exit {run.returncode}"
+
+    def fails(self, line_rel: str, mutant: Mutant) -> str | None:
+        """The first failing fast test with ``mutant`` in place, or None."""
+        for stage, files in enumerate(self.stages):
+            if stage not in self.clean:
+                if (failed := self._first_failure(files)) is not None:
+                    sys.exit(f"error: the fast set fails without any mutant ({failed}): fix that before "
+                             "judging mutants")
+                self.clean.add(stage)
+            (self.scratch / line_rel / "patches" / mutant.patch).write_text(mutant.patch_text)
+            self._git("commit", "-qa", "--allow-empty", "-m", f"mutant: {mutant.label()}")
+            try:
+                failed = self._first_failure(files)
+            finally:
+                self._git("reset", "-q", "--hard", self.base)
+            if failed is not None:
+                return failed
         return None
-    finally:
-        patch_file.write_bytes(original)
 
 
-def scratch_copy(dest: Path) -> None:
-    archive = subprocess.run(["git", "-C", str(REPO), "archive", "HEAD"], check=True, capture_output=True).stdout
-    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
-
-
-def run_line(line, scratch: Path, work: Path, args) -> list[Mutant]:
+def run_line(line, scratch: Path, work: Path, fast_set: FastSet, args) -> list[Mutant]:
     line_root = line_dir(scratch, line.name)
     line_rel = str(line_root.relative_to(scratch))
     print(f"{line.name}: applying the series to SGLang {read_pin(line_root).version} ...", flush=True)
@@ -392,7 +412,7 @@ def run_line(line, scratch: Path, work: Path, args) -> list[Mutant]:
             mutant.verdict, mutant.detail = "gate", refusal
         elif args.gate_only:
             mutant.verdict = "passes the gate"
-        elif (failed := fast_set_fails(scratch, line_rel, mutant, args.stages)) is not None:
+        elif (failed := fast_set.fails(line_rel, mutant)) is not None:
             mutant.verdict, mutant.detail = "fast set", failed
         else:
             mutant.verdict = "survived"
@@ -440,7 +460,8 @@ def main(argv: list[str] | None = None) -> int:
         scratch.mkdir()
         scratch_copy(scratch)
         lines = [l for l in all_lines(scratch) if not args.line or l.name in args.line]
-        results = [m for line in lines for m in run_line(line, scratch, work, args)]
+        fast_set = FastSet(scratch, args.stages)
+        results = [m for line in lines for m in run_line(line, scratch, work, fast_set, args)]
         met = summary(results, time.monotonic() - start, args.gate_only)
         if args.json:
             Path(args.json).write_text(json.dumps(
