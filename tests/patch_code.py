@@ -28,18 +28,9 @@ import sys
 import types
 from pathlib import Path
 
+from sglpatch.contract.tree import bound_names
+
 _FLAGS = __future__.annotations.compiler_flag  # annotations stay strings: torch need not exist
-
-
-def _binds(stmt: ast.stmt) -> set[str]:
-    """Top-level names a statement imports or assigns."""
-    if isinstance(stmt, ast.Import):
-        return {(a.asname or a.name).split(".")[0] for a in stmt.names}
-    if isinstance(stmt, ast.ImportFrom):
-        return {a.asname or a.name for a in stmt.names}
-    targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] if isinstance(
-        stmt, (ast.AnnAssign, ast.AugAssign)) else []
-    return {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
 
 
 def _run(stmt: ast.stmt, path: Path, namespace: dict) -> bool:
@@ -60,7 +51,7 @@ def load_module(path: Path, provides: dict | None = None, name: str = "patched")
     namespace = module.__dict__
     namespace.update(provides or {})
     for stmt in ast.parse(path.read_text(), str(path)).body:
-        if _binds(stmt) & set(provides or {}):
+        if bound_names(stmt) & set(provides or {}):
             continue
         _run(stmt, path, namespace)
     return module
