@@ -393,6 +393,9 @@ def test_cli_table_json_model_selection_and_errors(mini, tmp_path, capsys):
     data = json.loads(capsys.readouterr().out)
     assert data["gaps"] == 0 and data["models"][0]["wrapper"] is False
     assert data["checks"]["sm12-torch-symm-mem"]["passed"] is False
+    # every named check the report does not cover is shown (issue 19: the aux-layer check too)
+    assert list(data["checks"]) == ["sm120-allreduce-fusion-gate", "sm12-torch-symm-mem",
+                                    "eagle3-aux-layer-resolution"]
     assert cli_main(["check", "--tree", str(mini), "--all-models", "--json"]) == 1
     assert [m["name"] for m in json.loads(capsys.readouterr().out)["models"]] == ["PlainVLM"]
     result = run_cli(REPO_ROOT, "check", "--tree", str(mini), "--model", "NoSuchModel")
