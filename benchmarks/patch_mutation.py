@@ -61,7 +61,8 @@ IDENTITY = {"GIT_AUTHOR_NAME": "Mutant", "GIT_AUTHOR_EMAIL": "mutant@example.inv
             "GIT_AUTHOR_DATE": "2026-01-01T00:00:00+00:00", "GIT_COMMITTER_NAME": "Mutant",
             "GIT_COMMITTER_EMAIL": "mutant@example.invalid", "GIT_COMMITTER_DATE": "2026-01-01T00:00:00+00:00"}
 # Fast tests that read the series first, so that a caught mutant stops early (-x).
-FIRST = ["tests/test_patch_behaviour.py", "tests/test_build_gate.py", "tests/test_series_content.py"]
+FIRST = ["tests/test_patch_behaviour.py", "tests/test_patch_aux_layers.py", "tests/test_build_gate.py",
+         "tests/test_series_content.py"]
 EQUIVALENTS = REPO / "benchmarks" / "mutation-equivalents.toml"
 # Calls whose arguments are words or plain data, not the wiring a patch gets wrong.
 _PLAIN_CALLS = {"isinstance", "len", "getattr", "hasattr", "int", "str", "list", "tuple", "dict", "set",
@@ -452,7 +453,7 @@ def main(argv: list[str] | None = None) -> int:
                              "series first)")
     args = parser.parse_args(argv)
     args.equivalents = tomllib.loads(EQUIVALENTS.read_text()).get("patch-equivalent", {})
-    args.stages = [args.fast_files] if args.fast_files else [[FIRST[0]], [*FIRST, "tests"]]
+    args.stages = [args.fast_files] if args.fast_files else [FIRST[:2], [*FIRST, "tests"]]
     start = time.monotonic()
     work = Path(tempfile.mkdtemp(prefix="sglpatch-patch-mutation-"))
     try:

@@ -222,3 +222,26 @@ def always0_pair_8(runtime) -> tuple[Path, Path]:
     capture-layer tests derive their layer-probe pair from it."""
     return (_model(runtime, "kimi_k25", model_specs.KIMI_K25_8_ALWAYS_0),
             _model(runtime, "eagle3_draft", model_specs.EAGLE3_DRAFT_8_ALWAYS_0))
+
+
+@pytest.fixture(scope="session")
+def patched(tmp_path_factory):
+    """``patched(line)``: the files the line's series touches, patched, in a scratch directory
+    (the fast behaviour tests run the code the patches add from there: tests/patch_code.py)."""
+    from patch_code import patched_files
+    from sglpatch.line import find_line
+    from sglpatch.pin import read_pin
+    from sglpatch.series import read_series
+    from sglpatch.source import pristine_tree
+
+    made = {}
+
+    def tree(line: str) -> Path:
+        if line not in made:
+            root = find_line(TESTS_DIR.parent, line).root
+            pin = read_pin(root)
+            made[line] = patched_files(pristine_tree(pin.version, pin),
+                                       [p.path for p in read_series(root).patches],
+                                       tmp_path_factory.mktemp(f"patched-{line}"))
+        return made[line]
+    return tree
