@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 import textwrap
 from pathlib import Path
 
@@ -494,6 +495,36 @@ def test_patched_0_5_9_passes_interface_and_wiring(tmp_path):
     assert report.wiring.passed, report.wiring.findings
     for name in ("kimi-k25-eagle3-interface", "eagle3-capture-wiring"):
         assert checks.run_check(name, tree).passed, name
+
+
+def _history_benchmark():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("contract_history", REPO_ROOT / "benchmarks" / "contract_history.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_history_benchmark_judges_each_gap_by_what_upstream_did_later():
+    """benchmarks/contract_history.py on the pin and the next release: 0.5.10 gave KimiK25 the
+    EAGLE-3 members 0.5.9 lacked, which confirms those gaps and counts them as flagged additions."""
+    hist = _history_benchmark()
+    s9, s10 = hist.snapshot("0.5.9"), hist.snapshot("0.5.10")
+    assert hist.gap_fate(KIMI, "set_eagle3_layers_to_capture", [s10]) == ("added", "0.5.10")
+    added = {(w, m): was for w, m, was in hist.additions(s9, s10)}
+    assert added[(KIMI, "set_eagle3_layers_to_capture")] == "gap"
+    assert added[(KIMI, "start_layer")] == "optional"  # listed as guarded, not flagged: a miss
+    # the twins: a gap the next release keeps stays open, a class it drops is removed, and a
+    # release compared with itself adds nothing
+    kept = next((w, m) for w, ms in s9.verdicts.items() for m, v in ms.items() if v == "gap"
+                and s10.verdict(w, m) == "gap")
+    assert hist.gap_fate(*kept, [s10]) == ("open", None)
+    assert hist.gap_fate("NoSuchWrapper", "model", [s10]) == ("removed", "0.5.10")
+    assert hist.additions(s9, s9) == []
+    rows = hist.evaluate([s9, s10])
+    assert rows[0]["flagged"] < rows[0]["added_next"] and rows[0]["missed"]
+    assert hist.summary(rows)["recall"] == rows[0]["flagged"] / rows[0]["added_next"]
 
 
 @pytest.mark.slow
