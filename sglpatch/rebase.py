@@ -181,7 +181,12 @@ def resume(root: Path, action: str) -> dict:
         if action == "skip":
             _skip(queue, state)
         else:
-            _continue(queue, state)
+            stopped = _continue(queue, state, *_trees(root, state))
+            if stopped is not None:  # the resolution went in, but what it uses may be gone
+                state.current.update(stopped=True, conflict=asdict(stopped))
+                state.save(root)
+                tx.suspend()
+                return _report(root, state, conflict=stopped)
         state.save(root)
         return _replay(root, queue, state, tx)
 
@@ -246,14 +251,17 @@ def _skip(queue: PatchQueue, state: State) -> None:
     _record_step(state, Verdict(current["name"], "skipped", "dropped by the maintainer"), None)
 
 
-def _continue(queue: PatchQueue, state: State) -> None:
+def _continue(queue: PatchQueue, state: State, old_tree: Path, new_tree: Path) -> Verdict | None:
+    """Take the maintainer's resolution of the stopped patch. A resolved conflict is checked like
+    any merge (the files that merged around the conflict and the resolution itself): the suspect
+    verdict it returns stops the rebase again, and the next ``--continue`` accepts it."""
     current = state.current
     if current is None:
-        return  # every step had finished; the rebase was stopped before writing its result
+        return None  # every step had finished; the rebase was stopped before writing its result
     if not current.get("stopped"):
         _undo_interrupted_step(queue, current)
         state.current = None
-        return
+        return None
     name, before = current["name"], current["head_before"]
     markers = _has_conflict_markers(queue)
     if markers:
@@ -276,14 +284,32 @@ def _continue(queue: PatchQueue, state: State) -> None:
                             "and HEAD holds no resolution of it",
                             "`rebase --skip` drops the patch, `rebase --abort` returns to the state before the rebase")
         _record_step(state, Verdict(name, "obsolete", "the resolution left no change"), None)
-        return
+        return None
     commit = queue.repo.commit(head)
     patch = parse_patch(queue.root / STATE_DIR / "patches" / name)
     if [p.hexsha for p in commit.parents] != [before] or not commit_matches_patch(commit.message, patch):
         raise UserError(f"HEAD in {queue.path} is {head[:12]} ('{commit.summary}'), not a resolution of {name} "
                         f"on top of {before[:12]}", "put HEAD back, `rebase --skip`, or `rebase --abort`")
-    how = "suspect merge accepted by the maintainer" if suspect else "conflict resolved by the maintainer"
-    _record_step(state, Verdict(name, "merged", how, current.get("conflict", {}).get("files", [])), head)
+    stopped_at = current.get("conflict", {})
+    if suspect:
+        _record_step(state, Verdict(name, "merged", "suspect merge accepted by the maintainer",
+                                    stopped_at.get("files", [])), head)
+        return None
+    resolved = Verdict(name, "merged", "conflict resolved by the maintainer",
+                       [f["path"] for f in stopped_at.get("file_verdicts", [])] or patch.files,
+                       _resolved(stopped_at.get("file_verdicts", [])))
+    checked = check_suspects(queue.repo, resolved, old_tree, new_tree)
+    if checked.verdict == "suspect":
+        return replace(checked, detail=f"conflict resolved, but {checked.detail.removeprefix('merged, but ')}")
+    _record_step(state, replace(resolved, files=stopped_at.get("files", []), file_verdicts=[]), head)
+    return None
+
+
+def _resolved(file_verdicts: list[dict]) -> list[dict]:
+    """The stopped patch's per-file verdicts once the maintainer resolved its conflicts."""
+    return [{**f, "verdict": "merged" if f["verdict"] == "conflict" else f["verdict"],
+             "hunks": [{**h, "verdict": "merged" if h["verdict"] == "conflict" else h["verdict"]}
+                       for h in f["hunks"]]} for f in file_verdicts]
 
 
 def _finish_am(queue: PatchQueue, state: State) -> None:
@@ -336,10 +362,15 @@ def _record_step(state: State, verdict: Verdict, commit: str | None) -> None:
 
 # ---------------------------------------------------------------- replay
 
-def _replay(root: Path, queue: PatchQueue, state: State, tx) -> dict:
-    pristine = source.pristine_tree(state.onto)
+def _trees(root: Path, state: State) -> tuple[Path, Path]:
+    """The pristine old and new releases, which the suspect check compares."""
     pin = read_pin(root)  # still the old release's until the rebase finishes
-    old_pristine = source.pristine_tree(state.old_version, pin if pin.is_version(state.old_version) else None)
+    old = source.pristine_tree(state.old_version, pin if pin.is_version(state.old_version) else None)
+    return old, source.pristine_tree(state.onto)
+
+
+def _replay(root: Path, queue: PatchQueue, state: State, tx) -> dict:
+    old_pristine, pristine = _trees(root, state)
     moves = Moves.between(queue.repo, state.old_base, state.new_base)
     while len(state.steps) < len(state.patches):
         entry = state.patches[len(state.steps)]

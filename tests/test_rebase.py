@@ -458,3 +458,64 @@ def test_a_clean_merge_that_calls_a_method_upstream_renamed_is_suspect(env, tmp_
     assert result.returncode == 0, result.stdout + result.stderr
     assert json.loads(result.stdout)["patches"][0]["detail"] == "suspect merge accepted by the maintainer"
     assert "+        return self.new_name()" in (root / "patches" / "0001-use.patch").read_text()
+
+
+def conflict_and_suspect_project(env, tmp_path) -> Path:
+    """A line on 3.0.0 whose one patch rewrites RUNNER's line 10 and calls Helper.old_name.
+    3.1.0 rewrites line 10 (a conflict) and renames old_name; 3.2.0 rewrites line 10 only."""
+    files = {**V1, HELPER: HELPER_V1}
+    line10 = V1[RUNNER].replace("line 10\n", "line 10 upstream\n")
+    sha = env["index"].publish("sglang-3.0.0.tar.gz", sdist_bytes("3.0.0", files))
+    env["index"].publish("sglang-3.1.0.tar.gz", sdist_bytes("3.1.0", {
+        **files, RUNNER: line10, HELPER: HELPER_V1.replace("def old_name", "def new_name")}))
+    env["index"].publish("sglang-3.2.0.tar.gz", sdist_bytes("3.2.0", {**files, RUNNER: line10}))
+    upstream, base = make_upstream(tmp_path / "upstream-3", files)
+    root = tmp_path / "conflict-suspect-project"
+    (root / "patches").mkdir(parents=True)
+    (root / "upstream.toml").write_text(pin_text("3.0.0", sha))
+    (root / "CHANGELOG.md").write_text("# Changelog\n\n## [Unreleased]\n")
+    (root / "patches" / "0001-both.patch").write_text(patch_text(
+        upstream, base, {HELPER: USES_OLD_NAME, RUNNER: V1[RUNNER].replace("line 10\n", "line ten\n")},
+        message("runner and helper", drop=NEVER)))
+    (root / "patches" / "series").write_text("0001-both.patch\n")
+    (root / ".gitignore").write_text("/build/\n")
+    commit_project(root, OLD_COMMIT)
+    return root
+
+
+def _resolve_line_10(root: Path) -> None:
+    runner = root / "build" / "src" / RUNNER
+    text = runner.read_text()
+    start, end = text.index("<<<<<<<"), text.index(">>>>>>>")
+    runner.write_text(text[:start] + "line ten\n" + text[text.index("\n", end) + 1:])
+
+
+@pytest.mark.parametrize("onto, suspect", [("3.1.0", True), ("3.2.0", False)])
+def test_a_resolved_conflict_is_checked_for_suspects_before_it_is_taken(env, tmp_path, onto, suspect):
+    """The files that merged around a conflict, and the resolution, are checked like any merge:
+    on 3.1.0 the helper file merged cleanly but calls a method upstream renamed, so `--continue`
+    stops again; on 3.2.0 (the twin) the method is still there and `--continue` finishes."""
+    root = conflict_and_suspect_project(env, tmp_path)
+    result = run_cli(root, "rebase", "--onto", onto, env=env["env"])
+    assert result.returncode == 1 and "conflict" in result.stdout, result.stdout + result.stderr
+    _resolve_line_10(root)
+    result = run_cli(root, "rebase", "--continue", "--json", env=env["env"])
+    data = json.loads(result.stdout)
+    if not suspect:
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert data["patches"][0]["detail"] == "conflict resolved by the maintainer"
+        return
+    assert result.returncode == 1 and data["stopped"]["kind"] == "suspect", result.stdout + result.stderr
+    (patch,) = data["patches"]
+    assert patch["verdict"] == "suspect" and patch["detail"].startswith("conflict resolved, but 1 suspect: ")
+    assert "old_name" in patch["detail"], patch["detail"]
+    by_path = {f["path"]: f["verdict"] for f in patch["file_verdicts"]}
+    assert by_path == {HELPER: "suspect", RUNNER: "merged"}, by_path
+    # the maintainer fixes the call (uncommitted): the next --continue folds it in and goes on
+    helper = root / "build" / "src" / HELPER
+    helper.write_text(helper.read_text().replace("self.old_name()", "self.new_name()"))
+    result = run_cli(root, "rebase", "--continue", "--json", env=env["env"])
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert json.loads(result.stdout)["patches"][0]["detail"] == "suspect merge accepted by the maintainer"
+    text = (root / "patches" / "0001-both.patch").read_text()
+    assert "+        return self.new_name()" in text and "+line ten" in text
