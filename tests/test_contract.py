@@ -116,6 +116,45 @@ def test_contract_is_derived_with_sites_guards_paths_and_roles(mini):
                                        "draft-runner", "model-arch"))
 
 
+ASSERTED_PROBE = ("        self.support_pp = \"pp_proxy_tensors\" in inspect.signature(self.model.forward).parameters\n",
+                  "        self.support_pp = \"pp_proxy_tensors\" in inspect.signature(self.model.forward).parameters\n"
+                  "        if self.pp_size > 1:\n"
+                  "            assert self.support_pp, 'Pipeline Parallel is not compatible with this model.'\n")
+
+
+@pytest.mark.parametrize("enforce", [
+    "            assert self.support_pp, 'Pipeline Parallel is not compatible with this model.'\n",
+    "            if not self.support_pp:\n                raise ValueError('no pipeline parallel')\n",
+    "            supported = self.support_pp\n            assert self.ready and supported\n",
+])
+def test_a_probe_whose_result_an_assert_enforces_is_required_on_that_path(tmp_path, enforce):
+    """``self.support_pp = "pp_proxy_tensors" in signature(model.forward)...`` then ``assert
+    self.support_pp`` under ``pp_size > 1``: the probe only makes the error clearer (issue 16)."""
+    old, _ = ASSERTED_PROBE
+    tree = make_tree(tmp_path, {"models/plain_wrapper.py": PLAIN_WRAPPER}, {"model_executor/model_runner.py": [
+        (old, old + "        if self.pp_size > 1:\n" + enforce)]})
+    m = check_tree(tree, ["PlainVLM"], cache=False).model("PlainVLM")
+    gap = {s.item.label: s for s in m.gaps}.get("forward(pp_proxy_tensors)")
+    if "supported = " in enforce:  # a copy the walker does not follow: still only a probe
+        assert gap is None and "forward(pp_proxy_tensors)" in {s.item.label for s in m.by("optional")}
+        return
+    assert gap is not None, [s.item.label for s in m.gaps]
+    (site,) = gap.item.required_sites
+    assert site.guard == "asserted" and site.conditions == ("self.pp_size > 1",)
+    assert gap.item.features == ["pipeline"]
+
+
+def test_a_probe_whose_result_is_only_branched_on_stays_optional(tmp_path):
+    """The twin: ``if self.support_pp: ...`` (a feature switched off) is not an assert."""
+    old, _ = ASSERTED_PROBE
+    tree = make_tree(tmp_path, {"models/plain_wrapper.py": PLAIN_WRAPPER}, {"model_executor/model_runner.py": [
+        (old, old + "        if self.support_pp:\n            self.pp_ready = True\n"
+                    "        self.support_pp = False\n        assert not self.support_pp\n")]})
+    m = check_tree(tree, ["PlainVLM"], cache=False).model("PlainVLM")
+    assert "forward(pp_proxy_tensors)" in {s.item.label for s in m.by("optional")}
+    assert "forward(pp_proxy_tensors)" not in {s.item.label for s in m.gaps}
+
+
 def test_every_gap_of_a_wrapper_is_reported_in_one_run(mini):
     report = check_tree(mini, ["PlainVLM"], cache=False)
     m = report.model("PlainVLM")
@@ -439,7 +478,12 @@ def test_pristine_0_5_9_reports_every_kimi_gap_at_once_and_the_broken_wiring(pri
     assert "set_embed_and_head" not in report.contract.target
     assert "set_embed_and_head" in [s.item.label for s in kimi.draft_statuses]
     assert {s.item.label for s in kimi.by("optional")} >= {
-        "start_layer", "end_layer", "get_model_config_for_expert_location", "forward(pp_proxy_tensors)"}
+        "start_layer", "end_layer", "get_model_config_for_expert_location"}
+    # ModelRunner keeps the signature probe in self.support_pp and asserts it when pp_size > 1:
+    # without the parameter, pipeline parallelism stops at start-up (0.5.10 added it to KimiK25)
+    pp = gaps["forward(pp_proxy_tensors)"]
+    assert pp.item.features == ["pipeline"] and {s.guard for s in pp.item.required_sites} == {"asserted"}
+    assert any("pp_size > 1" in c for s in pp.item.required_sites for c in s.conditions)
     w = report.wiring
     assert not w.passed
     assert [loc for _, loc in w.findings] == [f"{SRT}/model_executor/model_runner.py:622",

@@ -450,6 +450,9 @@ class _Walker:
         self.in_assert = False
         self.class_checked = 0
         self.checked_probe: set[int] = set()
+        # A probe's result kept in a name (``self.support_pp = "x" in signature(m.forward)...``):
+        # the name -> the probe accesses its value holds, upgraded when an assert enforces it.
+        self.probe_results: dict[str, list[Access]] = {}
         self.handled: set[int] = set()
         self.parents: dict[int, ast.AST] = {}
         args = info.node.args
@@ -592,6 +595,7 @@ class _Walker:
             else_exit = _exits(s.orelse) if s.orelse else None
             if body_exit == "raise":
                 self._mark_checked(s.test, negated=False)
+                self._enforce_probe_results(s.test, negated=True)
             self.with_test(s.test, lambda: self.expr(s.test))
             specific = self.is_class_check(s.test)
             self.class_checked += specific
@@ -619,7 +623,19 @@ class _Walker:
                 self.block(h.body)
             self.block(s.orelse)
             self.block(s.finalbody)
+        elif isinstance(s, ast.Assign) and len(s.targets) == 1:
+            first = len(self.accesses)
+            self.expr(s.value)
+            self.expr(s.targets[0])
+            probes = [a for a in self.accesses[first:] if a.guard in ("signature-probe", "hasattr")]
+            name = self._result_name(s.targets[0])
+            if name is not None:
+                if probes:
+                    self.probe_results[name] = probes
+                else:
+                    self.probe_results.pop(name, None)
         elif isinstance(s, ast.Assert):
+            self._enforce_probe_results(s.test, negated=False)
             pos, _ = self.facts(s.test)
             self.in_assert = True
             self.expr(s.test)
@@ -678,6 +694,32 @@ class _Walker:
                 if v is not None and v.kind in ("model", "class"):
                     return True
         return False
+
+    def _result_name(self, e) -> str | None:
+        """``name`` or ``self.name``: where a function keeps a value it tests later."""
+        if isinstance(e, ast.Name):
+            return e.id
+        if (isinstance(e, ast.Attribute) and isinstance(e.value, ast.Name) and self.self_name is not None
+                and e.value.id == self.self_name):
+            return f"{self.self_name}.{e.attr}"
+        return None
+
+    def _enforce_probe_results(self, test, negated: bool) -> None:
+        """``assert supported`` / ``if not supported: raise``, where ``supported`` holds a probe's
+        result: the probed member is required on the path that enforces it (the probe only turns
+        a missing member into a clearer error)."""
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            self._enforce_probe_results(test.operand, not negated)
+            return
+        if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) and not negated:
+            for v in test.values:
+                self._enforce_probe_results(v, negated)
+            return
+        name = None if negated else self._result_name(test)
+        for access in self.probe_results.get(name, []) if name else []:
+            access.guard = "asserted"
+            access.conditions += tuple(self.d.unparse(t) for t in self.tests)
+            access.features = (access.features | self.features()) - {"core"} or {"core"}
 
     def _mark_checked(self, test, negated: bool) -> None:
         """``if not hasattr(model, "x"): raise ...``: the probe enforces presence."""
