@@ -416,6 +416,72 @@ def test_sm12_gates_on_synthetic_trees(tmp_path):
     assert len(check_symm_mem(Analysis(half, cache=False).tree).findings) == 1
 
 
+PRETRAINED_WRAPPER = """
+from torch import nn
+from transformers import PreTrainedModel
+
+from sglang.srt.models.llama import LlamaForCausalLM
+
+
+class PretrainedVLM(PreTrainedModel):
+    def __init__(self, config):
+        super().__init__(config)
+        self.language_model = LlamaForCausalLM(config)
+
+    def forward(self, input_ids, positions, forward_batch):
+        return self.language_model(input_ids, positions, forward_batch)
+
+    @property
+    def model(self):
+        return self.language_model.model
+
+    def get_embed_and_head(self):
+        return self.language_model.get_embed_and_head()
+
+    def set_eagle3_layers_to_capture(self, layer_ids=None):
+        self.language_model.set_eagle3_layers_to_capture(layer_ids)
+"""
+
+
+def test_a_wrapper_on_transformers_pretrained_model_gets_real_verdicts(tmp_path):
+    """Issue 16: a PreTrainedModel base is known by its members (sglpatch/contract/external.py),
+    so its wrapper's missing members are gaps, not 'unknown'; what PreTrainedModel provides
+    (config, device, tie_weights) is present, and a default that only raises NotImplementedError
+    (get_input_embeddings) is not."""
+    tree = make_tree(tmp_path, {"models/pretrained_wrapper.py": PRETRAINED_WRAPPER})
+    m = check_tree(tree, ["PretrainedVLM"], cache=False).model("PretrainedVLM")
+    verdicts = {s.item.label: s.verdict for s in m.statuses}
+    assert "unknown" not in verdicts.values(), verdicts
+    assert verdicts["routed_experts_weights_of_layer"] == "gap"  # the inner model has it, the wrapper not
+    assert {label for label, v in verdicts.items() if v == "ok"} >= {"model", "get_embed_and_head",
+                                                                      "set_eagle3_layers_to_capture"}
+    an = Analysis(tree, cache=False)
+    ref = an.resolve_model("PretrainedVLM")
+    for member, status in (("config", "present"), ("tie_weights", "present"), ("named_modules", "present"),
+                           ("get_input_embeddings", "missing"), ("no_such_member", "missing")):
+        assert an.classes.lookup(ref, member).status == status, member
+
+
+def test_the_pretrained_model_list_covers_the_installed_transformers(runtime):
+    """The list in external.py holds every PreTrainedModel member of the line's transformers and
+    names each default that raises NotImplementedError (generated from both lines' runtimes)."""
+    from sglpatch.contract.external import PRETRAINED_DEFAULT_RAISES, PRETRAINED_MODEL_MEMBERS
+    script = """
+import inspect, json, torch
+from transformers import PreTrainedModel
+own = sorted(set(dir(PreTrainedModel)) - set(dir(torch.nn.Module)))
+raises = sorted(n for n in own if callable(getattr(PreTrainedModel, n, None))
+                and "NotImplementedError" in inspect.getsource(getattr(PreTrainedModel, n)))
+print(json.dumps({"own": own, "raises": raises}))
+"""
+    result = runtime.run(script, variant=None, harness=False, timeout=300)
+    assert result.returncode == 0, result.describe()
+    found = json.loads(result.stdout.strip().splitlines()[-1])
+    assert set(found["raises"]) <= PRETRAINED_DEFAULT_RAISES
+    missing = set(found["own"]) - PRETRAINED_MODEL_MEMBERS - PRETRAINED_DEFAULT_RAISES
+    assert not missing, f"regenerate sglpatch/contract/external.py: {sorted(missing)}"
+
+
 def test_named_checks_are_registered_and_run_on_a_tree(mini):
     checks._load_check_modules()
     assert set(CHECK_NAMES) <= set(checks.REGISTRY)

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass, field
 
 from .evaluate import UNKNOWN, Evaluator, Raised, PathRaises, is_none
+from .external import PRETRAINED_DEFAULT_RAISES, PRETRAINED_MODEL_BASES, PRETRAINED_MODEL_MEMBERS
 from .tree import MODELS, SRT, ClassOutline, Member, SourceTree, Symbol, dotted
 
 # torch.nn.Module's public (and commonly used private) attributes: the one external base every
@@ -180,7 +181,12 @@ class ClassIndex:
         unknown = []
         for c in self.mro(ref):
             if isinstance(c, External):
-                if c.dotted in NN_MODULE_BASES or c.dotted.endswith(".nn.Module"):
+                if c.dotted in PRETRAINED_MODEL_BASES:  # an nn.Module with transformers' own API
+                    if member in PRETRAINED_MODEL_MEMBERS:
+                        return Lookup("present", "transformers.PreTrainedModel", "PreTrainedModel")
+                    if member in NN_MODULE_MEMBERS and member not in PRETRAINED_DEFAULT_RAISES:
+                        return Lookup("present", "torch.nn.Module", "nn.Module")
+                elif c.dotted in NN_MODULE_BASES or c.dotted.endswith(".nn.Module"):
                     if member in NN_MODULE_MEMBERS:
                         return Lookup("present", "torch.nn.Module", "nn.Module")
                 elif c.dotted not in EMPTY_BASES:
@@ -277,7 +283,10 @@ class ClassIndex:
         unknown = []
         for c in self.mro(ref):
             if isinstance(c, External):
-                if c.dotted in NN_MODULE_BASES or c.dotted.endswith(".nn.Module"):
+                if c.dotted in PRETRAINED_MODEL_BASES and member in PRETRAINED_MODEL_MEMBERS:
+                    return Lookup("present", "transformers.PreTrainedModel", "PreTrainedModel")
+                if (c.dotted in NN_MODULE_BASES or c.dotted in PRETRAINED_MODEL_BASES
+                        or c.dotted.endswith(".nn.Module")):
                     if member in NN_MODULE_MEMBERS:
                         return Lookup("present", "torch.nn.Module", "nn.Module")
                     unknown.append(c.dotted)
