@@ -20,6 +20,8 @@ draft can take). Cases, patched:
 - ``override``: the KimiK25 pair (ids under eagle_config) plus the operator override (0.5.9:
   ``SGLANG_EAGLE3_AUX_HIDDEN_STATE_LAYER_IDS``; 0.5.23: ``--return-aux-hidden-state-layer-ids``),
   which wins;
+- ``dp``: the KimiK25 pair with ``dp_size=2``: two schedulers behind SGLang's DP controller,
+  which passes the report on to ``/server_info``;
 - ``mismatch``: two ids at the top level for a draft whose ``fc`` takes three aux states: start-up
   fails with the one-line message.
 
@@ -56,7 +58,7 @@ DEFAULTS = [2, N_LAYERS // 2, N_LAYERS - 3]  # [2, 4, 5]
 # The mismatch case: two ids at the top level, for a draft whose fc takes three aux states.
 TWO_IDS = [0, 2]
 OVERRIDE_IDS = [2, 3, 4]
-PATCHED_CASES = ("eagle_config", "top_level", "none", "override", "mismatch")  # mismatch last
+PATCHED_CASES = ("eagle_config", "top_level", "none", "override", "dp", "mismatch")  # mismatch last
 SAMPLING = {"temperature": 0.0, "max_new_tokens": 6, "ignore_eos": True}
 PROMPT = scripts.PROMPTS[0]
 
@@ -198,6 +200,11 @@ def _cases(models: dict, variant: str, version: str) -> list[dict]:
         {"case": "none", "kwargs": kw(kimi, models["drafts"]["none"], log_level="warning"),
          "env": {}},
         {"case": "override", **override},
+        # two data-parallel ranks: /server_info sees only the DP controller's ready message
+        # (SGLang's CPU engine binds each rank's threads to cores: 0.5.9 reads one entry per TP
+        # rank of a DP rank, 0.5.23 one per rank of the whole world)
+        {"case": "dp", "kwargs": kw(kimi, kimi_draft, dp_size=2),
+         "env": {"SGLANG_CPU_OMP_THREADS_BIND": "0-1" if version == "0.5.9" else "0|1"}},
         {"case": "mismatch", "kwargs": kw(kimi, models["drafts"]["mismatch"]), "env": {}},
     ]
 
@@ -354,6 +361,18 @@ def test_patched_operator_override_wins_over_the_draft_config(runtime, models, p
     lines = _log_lines(patched, "override")
     assert len(lines) == 1 and f"layer ids {OVERRIDE_IDS} from {source}; the target captures " \
         f"layers {expected}" in lines[0], lines
+
+
+def test_patched_reports_the_capture_layers_with_data_parallelism(runtime, models, patched):
+    """With dp_size 2 both ranks capture the draft's layers and /server_info still says so
+    (without 0005's pass-through in the DP controller the field is absent)."""
+    expected = captured_for(models["ids"], runtime.sglang_version)
+    got = _started(patched, "dp")
+    assert len(patched["captured"]["dp"]) == 2 and all(c == expected for c in patched["captured"]["dp"]), \
+        patched["captured"]["dp"]
+    assert got["info"] == {"layer_ids": models["ids"], "source": f"draft config eagle_config.{IDS_KEY}",
+                           "captured_layers": expected, "use_aux_hidden_state": True}, got["info"]
+    assert got["meta_info"]["spec_verify_ct"] >= 1
 
 
 def test_patched_refuses_a_draft_that_takes_another_number_of_layers(runtime, patched):
