@@ -2,6 +2,7 @@
 
     python benchmarks/patch_mutation.py                    # both lines, gate then fast set
     python benchmarks/patch_mutation.py --line latest      # one line
+    python benchmarks/patch_mutation.py --patch 0005      # one patch's mutants, both lines
     python benchmarks/patch_mutation.py --gate-only        # which mutants pass the gate (minutes)
 
 No Python mutation tool mutates a `.patch` file, so this makes the mutants itself. Each operator
@@ -297,8 +298,10 @@ class SeriesRepo:
         with self.repo.git.custom_environment(**IDENTITY):
             return self.repo.git.execute(["git", *args], strip_newline_in_stdout=False)
 
-    def mutants(self, line: str, operators: tuple[str, ...]):
+    def mutants(self, line: str, operators: tuple[str, ...], patches: tuple[str, ...] = ()):
         for index, patch in enumerate(self.series.patches):
+            if patches and patch.name[:4] not in patches:
+                continue
             self._git("reset", "-q", "--hard", self.commits[index])
             patch_text = patch.path.read_text()
             for path in patch.files:
@@ -402,7 +405,7 @@ def run_line(line, scratch: Path, work: Path, fast_set: FastSet, args) -> list[M
     series_repo = SeriesRepo(line_root, work / f"{line.name}-series")
     gate = Gate(line_root)
     results = []
-    for index, mutant in series_repo.mutants(line.name, tuple(args.operator or OPERATORS)):
+    for index, mutant in series_repo.mutants(line.name, tuple(args.operator or OPERATORS), tuple(args.patch or ())):
         start = time.monotonic()
         files = series_repo.realise(index, mutant)
         if mutant.label() in args.equivalents:
@@ -446,6 +449,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--line", action="append", help="a maintained line (default: all)")
     parser.add_argument("--operator", action="append", choices=OPERATORS, help="only this operator")
+    parser.add_argument("--patch", action="append", metavar="NNNN",
+                        help="only the mutants of this patch (its number, e.g. 0005; repeatable)")
     parser.add_argument("--gate-only", action="store_true", help="stop at the build gate")
     parser.add_argument("--json", metavar="FILE", help="also write every mutant's verdict here")
     parser.add_argument("--fast-files", nargs="+",
