@@ -377,10 +377,14 @@ def test_latest_a_target_that_would_capture_a_layer_twice_fails_at_start_up(late
         "EAGLE-3 capture layers [2, 2, 1] (default) repeat a layer, so the target would capture 2 aux hidden "
         "states instead of 3; set --return-aux-hidden-state-layer-ids to the layer ids the draft was trained on")
     assert not caplog.records  # refused before the start-up line
-    # the twins: distinct layers, aux states off
+    # the twins: distinct layers, aux states off, a rank that captures nothing (not the last
+    # pipeline stage: set_eagle3_layers_to_capture returns early there)
     latest.record_eagle_aux_hidden_state(spec_config(None, "default"), NS(model=NS(layers_to_capture=[2, 4, 5])))
     latest.record_eagle_aux_hidden_state(spec_config(None, "default", use=False),
                                          NS(model=NS(layers_to_capture=[2, 2, 1])))
+    not_last = spec_config([1, 2], TOP)
+    latest.record_eagle_aux_hidden_state(not_last, NS(model=NS()))
+    assert not_last.eagle_aux_hidden_state_captured_layers is None
 
 
 def test_latest_a_draft_whose_input_width_differs_fails_at_start_up(latest):
