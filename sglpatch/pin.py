@@ -109,19 +109,36 @@ def _type_name(value: object) -> str:
                 f"a {type(value).__name__}")
 
 
-def _typed(kind: type, name: str, then: Check | None = None) -> Check:
-    """A value of type ``kind`` (an integer is never a boolean), then checked by ``then``."""
-    def check(value: object) -> str | None:
-        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+@dataclass(frozen=True)
+class Typed:
+    """A value of type ``kind`` (an integer is never a boolean), then checked by ``then``.
+
+    A class, not a closure: the schema is built at import, and the checking happens per call."""
+
+    kind: type
+    name: str
+    then: Check | None = None
+
+    def __call__(self, value: object) -> str | None:
+        if not isinstance(value, self.kind) or (self.kind is int and isinstance(value, bool)):
             shown = "" if isinstance(value, (dict, list)) else f" ({json.dumps(value, default=str)})"
-            return f"is {_type_name(value)}{shown}, not {name}"
-        return then(value) if then else None
-    return check
+            return f"is {_type_name(value)}{shown}, not {self.name}"
+        return self.then(value) if self.then else None
 
 
-def _matching(pattern: str, what: str, flags: int = 0) -> Check:
-    regex = re.compile(pattern, flags)
-    return _typed(str, "a string", lambda v: None if regex.fullmatch(v) else f"'{v}' is not {what}")
+@dataclass(frozen=True)
+class Matching:
+    """A string matching ``pattern`` whole (``re`` caches the compiled pattern)."""
+
+    pattern: str
+    what: str
+    flags: int = 0
+
+    def __call__(self, value: object) -> str | None:
+        return Typed(str, "a string", self._fullmatch)(value)
+
+    def _fullmatch(self, value: str) -> str | None:
+        return None if re.fullmatch(self.pattern, value, self.flags) else f"'{value}' is not {self.what}"
 
 
 def _pep440(value: str) -> str | None:
@@ -155,7 +172,7 @@ class Rule:
     required: bool = False
 
 
-TABLE = _typed(dict, "a table")
+TABLE = Typed(dict, "a table")
 
 # Table -> key -> rule. "*" stands for any key; "upstream.artifacts.*" is each artifact's table.
 SCHEMA: dict[str, dict[str, Rule]] = {
@@ -165,14 +182,14 @@ SCHEMA: dict[str, dict[str, Rule]] = {
         "image": Rule(TABLE, "write [image] as a table: flashinfer"),
     },
     "upstream": {
-        "repo": Rule(_matching(r"(https?|ssh|git|file)://\S+|[\w.-]+@[\w.-]+:\S+", "a repository URL"),
+        "repo": Rule(Matching(r"(https?|ssh|git|file)://\S+|[\w.-]+@[\w.-]+:\S+", "a repository URL"),
                      'write the upstream repository, e.g. "https://github.com/sgl-project/sglang"',
                      required=True),
-        "version": Rule(_typed(str, "a string", _release_version),
+        "version": Rule(Typed(str, "a string", _release_version),
                         'write the SGLang release, e.g. version = "0.5.9"', required=True),
-        "tag": Rule(_matching(r"[A-Za-z0-9][A-Za-z0-9._+-]*", "a git tag name"),
+        "tag": Rule(Matching(r"[A-Za-z0-9][A-Za-z0-9._+-]*", "a git tag name"),
                     'write the release tag, e.g. tag = "v0.5.9"', required=True),
-        "commit": Rule(_matching(r"|[0-9a-fA-F]{40}", "empty or 40 hex digits"),
+        "commit": Rule(Matching(r"|[0-9a-fA-F]{40}", "empty or 40 hex digits"),
                        'write the full hash of the tag\'s commit (40 hex digits), or commit = ""'),
         "artifacts": Rule(TABLE, "write one [upstream.artifacts.KIND] table per PyPI file"),
     },
@@ -180,27 +197,27 @@ SCHEMA: dict[str, dict[str, Rule]] = {
         "*": Rule(TABLE, "write [upstream.artifacts.KIND] with filename and sha256"),
     },
     "upstream.artifacts.*": {
-        "filename": Rule(_matching(r"[A-Za-z0-9_][A-Za-z0-9._+-]*", "a plain file name"),
+        "filename": Rule(Matching(r"[A-Za-z0-9_][A-Za-z0-9._+-]*", "a plain file name"),
                          "write the PyPI file's name, e.g. sglang-0.5.9.tar.gz", required=True),
-        "sha256": Rule(_matching(r"[0-9a-fA-F]{64}", "64 hex digits"),
+        "sha256": Rule(Matching(r"[0-9a-fA-F]{64}", "64 hex digits"),
                        "copy the file's sha256 from PyPI (or `sha256sum FILE`)", required=True),
     },
     "series": {
-        "local": Rule(_matching(r"[a-z0-9]+([-_.][a-z0-9]+)*", "a PEP 440 local version label", re.I),
+        "local": Rule(Matching(r"[a-z0-9]+([-_.][a-z0-9]+)*", "a PEP 440 local version label", re.I),
                       'write letters and digits, e.g. local = "kimi"'),
-        "release": Rule(_typed(int, "an integer", _positive),
+        "release": Rule(Typed(int, "an integer", _positive),
                         "write a positive integer without quotes, e.g. release = 1"),
-        "checks": Rule(_typed(list, "an array", _names),
+        "checks": Rule(Typed(list, "an array", _names),
                        'write an array of check names, e.g. checks = ["eagle3-capture-wiring"]'),
         "accepted": Rule(TABLE, "write [series.accepted] as a table: \"SUBJECT\" = \"why\""),
-        "changelog": Rule(_typed(bool, "a boolean"),
+        "changelog": Rule(Typed(bool, "a boolean"),
                           "write changelog = true (rebases of this line add CHANGELOG.md entries) or false"),
     },
     "series.accepted": {
-        "*": Rule(_typed(str, "a string"), 'write why the finding is accepted: "SUBJECT" = "why"'),
+        "*": Rule(Typed(str, "a string"), 'write why the finding is accepted: "SUBJECT" = "why"'),
     },
     "image": {
-        "flashinfer": Rule(_typed(str, "a string", _pep440),
+        "flashinfer": Rule(Typed(str, "a string", _pep440),
                            'write a flashinfer-python release, e.g. flashinfer = "0.7.2"'),
     },
 }

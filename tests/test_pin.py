@@ -4,12 +4,15 @@ versions, and rewriting it without losing its layout."""
 from __future__ import annotations
 
 import dataclasses
+import os
+import subprocess
+import sys
 
 import pytest
 
 from helpers import REPO_ROOT, assert_one_line_error, make_project, run_cli
 from sglpatch.errors import UserError
-from sglpatch.pin import Artifact, read_pin, render_pin, same_version, write_pin
+from sglpatch.pin import Artifact, Pin, bare_pin_text, read_pin, render_pin, same_version, write_pin
 
 # Every key the schema knows, one per line, so that each case below names its line.
 PIN = """\
@@ -112,6 +115,16 @@ CASES = [
      ':22: [series.accepted] "Model.member": is an integer (1), not a string'),
     ("flashinfer", 'flashinfer = "0.7.2"', 'flashinfer = "latest"', 'flashinfer = "0.7.2.post1"',
      ":25: [image] flashinfer: 'latest' is not a PEP 440 version"),
+    ("flashinfer-spaces", 'flashinfer = "0.7.2"', 'flashinfer = " 0.7.2"', 'flashinfer = "0.7.2"',
+     ":25: [image] flashinfer: ' 0.7.2' has spaces around it"),
+    ("version-date", 'version = "1.0.0"', "version = 1979-05-27", 'version = "1.0.0"',
+     ':4: [upstream] version: is a date ("1979-05-27"), not a string'),
+    ("tag-not-a-version", 'tag = "v1.0.0"', 'tag = "release-one"', 'tag = "v1.0"',
+     ":5: [upstream] tag: 'release-one' is not the tag of version 1.0.0"),
+    ("unknown-key-capitals", 'repo = "https', 'Repo = "https', 'repo = "https',
+     ":3: [upstream] Repo: is not a known key: did you mean 'repo'? remove it"),
+    ("unknown-key-no-guess", "release = 3", "release = 3\nzzz = 3", "release = 3",
+     ":19: [series] zzz: is not a known key: remove it or use one of local, release,"),
 ]
 
 
@@ -200,3 +213,132 @@ def test_versions_compare_as_pep440(tmp_path):
 def test_missing_pin_file(tmp_path):
     with pytest.raises(UserError, match="no pin file"):
         read_pin(tmp_path)
+
+
+# Only what the schema requires: everything else takes its default.
+MINIMAL = """\
+[upstream]
+repo = "https://example.invalid/sglang"
+version = "1.0.0"
+tag = "v1.0.0"
+"""
+
+
+def test_a_pin_with_only_the_required_keys_takes_the_defaults(tmp_path):
+    pin = read_pin(write(tmp_path, MINIMAL))
+    assert pin == Pin(repo="https://example.invalid/sglang", version="1.0.0", tag="v1.0.0", commit=None)
+    assert (pin.repo, pin.commit, pin.artifacts, pin.series_local, pin.series_release) == \
+        ("https://example.invalid/sglang", None, (), "kimi", 1)
+    assert (pin.required_checks, pin.accepted, pin.image_flashinfer, pin.changelog) == ((), (), None, True)
+    assert pin.local_version == "1.0.0+kimi.1"
+    off = read_pin(write(tmp_path, MINIMAL + "[series]\nchangelog = false\n"))
+    assert off.changelog is False and off.series_local == "kimi"  # its twin: the key is read
+
+
+def test_hex_is_read_in_lower_case(tmp_path):
+    pin = read_pin(write(tmp_path, PIN.replace("0123456789abcdef", "0123456789ABCDEF").replace("1111", "AAAA")))
+    assert pin.commit == "0123456789abcdef0123456789abcdef01234567"
+    assert pin.artifact("sdist").sha256 == "a" * 64
+
+
+def test_render_pin_adds_the_tables_a_minimal_pin_lacks(tmp_path):
+    write(tmp_path, MINIMAL)
+    pin = read_pin(tmp_path).with_release("1.1.0", "v1.1.0", "f" * 40, (Artifact("sdist", "sglang-1.1.0.tar.gz", "3" * 64),))
+    write_pin(tmp_path, pin)
+    assert read_pin(tmp_path) == pin and read_pin(tmp_path).commit == "f" * 40
+    text = (tmp_path / "upstream.toml").read_text()
+    assert "[upstream.artifacts.sdist]\nfilename" in text and "[upstream.artifacts]" not in text
+    assert text.endswith('[series]\nlocal = "kimi"\nrelease = 1\n')
+
+
+def test_the_pin_object(tmp_path):
+    pin = read_pin(write(tmp_path, PIN))
+    assert pin.artifact("wheel-cp312").filename.endswith("cp312-manylinux_2_34_x86_64.whl")
+    assert pin.artifact("sdist").filename == "sglang-1.0.0.tar.gz" and pin.artifact("wheel") is None
+    both = dataclasses.replace(pin, artifacts=(*pin.artifacts, Artifact("wheel", "sglang-1.0.0-py3-none-any.whl", "4" * 64)))
+    assert [a.kind for a in both.wheels] == ["wheel", "wheel-cp312"]
+    assert pin.with_release("1.1.0", "v1.1.0", "e" * 40, ()).commit == "e" * 40
+    assert pin != dataclasses.replace(pin, image_flashinfer="0.7.3")
+    with pytest.raises(UserError, match="'nightly' is not a PEP 440 version: name an SGLang release"):
+        dataclasses.replace(pin, image_flashinfer="nightly")
+
+
+def test_a_table_split_over_the_file_is_named_without_a_line(tmp_path):
+    # [upstream] only through [upstream.artifacts.sdist]: tomlkit gives the table no line of its own
+    text = "[upstream.artifacts.sdist]\nfilename = \"sglang-1.0.0.tar.gz\"\nsha256 = \"" + "1" * 64 + "\"\n"
+    message = pin_error(tmp_path, text)
+    assert message.startswith(f"{tmp_path / 'upstream.toml'}: [upstream] repo: is missing: write the upstream")
+
+
+def test_every_read_error_says_what_to_do(tmp_path):
+    def error(root):
+        with pytest.raises(UserError) as caught:
+            read_pin(root)
+        return caught.value
+
+    assert error(tmp_path).hint == "run from the repository root"
+    (tmp_path / "patches").mkdir()
+    missing = error(tmp_path)
+    assert "the line lists patches but not the release" in missing.what
+    assert missing.hint == f"restore it (`git -C {tmp_path} checkout -- upstream.toml`)"
+    write(tmp_path, PIN.replace("[series]", "[series"))
+    assert error(tmp_path).hint == "fix the syntax there"
+    (tmp_path / "upstream.toml").write_bytes(b"\n\n" + PIN.encode().replace(b'"kimi"', b'"k\xffmi"'))
+    bad = error(tmp_path)
+    assert bad.what.endswith("upstream.toml:19: not valid UTF-8 (byte 0xff)") and bad.hint
+    with pytest.raises(UserError) as caught:
+        same_version("main", "0.5.9")
+    assert caught.value.hint == "name an SGLang release such as 0.5.9"
+
+
+def test_the_pin_is_written_as_utf8_whatever_the_locale(tmp_path):
+    # an operator's shell in the POSIX locale: Python's default encoding is then ASCII
+    write(tmp_path, PIN.replace('"why it is accepted"', '"pourquoi: déjà vu"'))
+    env = {**os.environ, "LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0",
+           "PYTHONPATH": str(REPO_ROOT)}
+    script = ("import sys; from pathlib import Path; from sglpatch.pin import read_pin, write_pin; "
+              "root = Path(sys.argv[1]); pin = read_pin(root); "
+              "write_pin(root, pin.with_release('1.1.0', 'v1.1.0', None, ()))")
+    run = subprocess.run([sys.executable, "-c", script, str(tmp_path)], env=env, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert '"pourquoi: déjà vu"' in (tmp_path / "upstream.toml").read_bytes().decode("utf-8")
+
+
+def test_a_bare_pin_carries_nothing_of_another_line(tmp_path):
+    artifacts = (Artifact("sdist", "sglang-1.0.0.tar.gz", "a" * 64),
+                 Artifact("wheel", "sglang-1.0.0-py3-none-any.whl", "b" * 64))
+    text = bare_pin_text(tmp_path / "upstream.toml", "https://example.invalid/sglang", "1.0.0", artifacts, "exp")
+    assert text == BARE
+    pin = read_pin(write(tmp_path, text))
+    assert (pin.series_local, pin.series_release, pin.required_checks, pin.accepted, pin.changelog) == \
+        ("exp", 1, (), (), False)
+    with pytest.raises(UserError, match=f"^{tmp_path / 'upstream.toml'}:12: \\[upstream.artifacts.sdist\\] sha256"):
+        bare_pin_text(tmp_path / "upstream.toml", "https://example.invalid/sglang", "1.0.0",
+                      (Artifact("sdist", "sglang-1.0.0.tar.gz", "nope"),), "exp")
+
+
+BARE = """\
+# A bare line's pin (`lines --add --bare`): SGLang 1.0.0 with a series of its own.
+# Moved by `rebase --onto VERSION`; verified against the sha256 below on every use.
+
+[upstream]
+repo = "https://example.invalid/sglang"
+version = "1.0.0"
+tag = "v1.0.0"
+commit = ""
+
+[upstream.artifacts.sdist]
+filename = "sglang-1.0.0.tar.gz"
+sha256 = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+
+[upstream.artifacts.wheel]
+filename = "sglang-1.0.0-py3-none-any.whl"
+sha256 = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+
+[series]
+local = "exp"
+release = 1
+checks = []
+# true: rebases of this line add entries to the repository's CHANGELOG.md
+changelog = false
+"""
