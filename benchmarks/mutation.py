@@ -7,7 +7,7 @@
 
 Runs mutmut (pinned) on a scratch copy of HEAD, never on this checkout, with the fast tests
 (`-m "not slow and not image"`); mutmut runs for each mutant only the tests that reach the mutated
-function. Prints per module: mutants, killed, survived, no tests, timed out, the score and the time.
+function, in the test process or in a `python build.py` child (mutation_children/). Prints per module: mutants, killed, survived, no tests, timed out, the score and the time.
 Not part of CI: it is a benchmark. What is left out of the score, and nothing else:
 
 - message-only mutants: the mutant differs from the original only inside string literals
@@ -54,7 +54,7 @@ CONFIG = """[tool.mutmut]
 source_paths = ["sglpatch"]
 only_mutate = {only}
 also_copy = {also_copy}
-pytest_add_cli_args = ["-m", "not slow and not image", "-p", "no:cacheprovider", "-q"]
+pytest_add_cli_args = ["-m", "not slow and not image", "-p", "no:cacheprovider", "-p", "mutation_hits", "-q"]
 pytest_add_cli_args_test_selection = {tests}
 """
 
@@ -202,9 +202,15 @@ def main(argv: list[str] | None = None) -> int:
         start = time.monotonic()
         log = workdir / "mutmut.log"
         print(f"mutmut on {', '.join(modules)} against {' '.join(tests)} (progress: {log})", flush=True)
+        hits = workdir / ".children-hits"
+        hits.mkdir()
+        # the functions the tests' `python build.py` children reach count too (mutation_children/)
+        env = {**os.environ, "SGLPATCH_MUTMUT_HITS": str(hits),
+               "PYTHONPATH": os.pathsep.join(filter(None, [str(workdir / "benchmarks" / "mutation_children"),
+                                                           os.environ.get("PYTHONPATH")]))}
         with log.open("w") as out:
             run = subprocess.run([sys.executable, "-m", "mutmut", "run", "--max-children", str(args.max_children)],
-                                 cwd=workdir, stdout=out, stderr=subprocess.STDOUT, text=True)
+                                 cwd=workdir, stdout=out, stderr=subprocess.STDOUT, text=True, env=env)
         if run.returncode != 0:
             said = [l for l in log.read_text().replace("\r", "\n").splitlines() if l.strip() and l[0] not in "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"]
             print(f"error: mutmut failed ({run.returncode}): " + " | ".join(said[-6:]), file=sys.stderr)

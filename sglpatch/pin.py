@@ -243,18 +243,17 @@ class Problem:
 def _problems(table: dict, path: tuple[str, ...] = (), schema: str = "") -> Iterator[Problem]:
     """Every way ``table`` (at key ``path``) breaks SCHEMA[schema]; missing keys last (a misspelt
     key is both unknown and missing: the unknown one says more)."""
-    rules = SCHEMA[schema]
-    pattern, wrong_name, name_hint = KEY_NAMES.get(schema, (re.compile(".*"), "", ""))
+    rules, names = SCHEMA[schema], KEY_NAMES.get(schema)
     for key, value in table.items():
         rule = rules.get(key) or rules.get("*")
         if rule is None:
             yield _unknown_key((*path, key), rules)
-        elif not pattern.fullmatch(key):
-            yield Problem((*path, key), wrong_name, name_hint)
+        elif names and not names[0].fullmatch(key):
+            yield Problem((*path, key), names[1], names[2])
         elif problem := rule.check(value):
             yield Problem((*path, key), problem, rule.hint)
         else:
-            child = f"{schema}.{key if key in rules else '*'}".lstrip(".")
+            child = ".".join(part for part in (schema, key if key in rules else "*") if part)
             if child in SCHEMA:
                 yield from _problems(value, (*path, key), child)
     for key, rule in rules.items():
@@ -345,9 +344,9 @@ def _line_of(text: str, key: tuple[str, ...]) -> int | None:
             item = item.item(part) if hasattr(item, "item") else item[part]
     except (KeyError, TypeError):
         return None
-    if not isinstance(item, tomlkit.items.Item) or getattr(item, "is_super_table", lambda: False)():
-        return None  # a table split over the file, a table without a header
-    item.comment(_MARK)
+    if not isinstance(item, tomlkit.items.Item):
+        return None
+    item.comment(_MARK)  # a table without a header of its own (split over the file) renders no comment
     for number, line in enumerate(tomlkit.dumps(doc).split("\n"), 1):
         if _MARK in line:  # the marker ends the item: step back over a value spanning lines
             return number - (0 if isinstance(item, tomlkit.items.Table) else item.as_string().count("\n"))

@@ -90,6 +90,9 @@ CASES = [
     ("filename-kind", 'filename = "sglang-1.0.0.tar.gz"', 'filename = "sglang-1.0.0-py3-none-any.whl"',
      'filename = "sglang-1.0.0.tar.gz"',
      ":9: [upstream.artifacts.sdist] filename: 'sglang-1.0.0-py3-none-any.whl' is not an sdist (no .tar.gz)"),
+    ("filename-kind-wheel", 'filename = "sglang-1.0.0-cp312-cp312-manylinux_2_34_x86_64.whl"',
+     'filename = "sglang-1.0.0.tar.gz"', 'filename = "sglang-1.0.0-cp312-cp312-manylinux_2_34_x86_64.whl"',
+     ":13: [upstream.artifacts.wheel-cp312] filename: 'sglang-1.0.0.tar.gz' is not a wheel-cp312 (no .whl)"),
     ("artifact-kind", "[upstream.artifacts.wheel-cp312]", "[upstream.artifacts.wheel-py3]",
      "[upstream.artifacts.wheel-cp313]", ":12: [upstream.artifacts] wheel-py3: is not an artifact kind"),
     ("artifact-missing-key", 'sha256 = "2222222222222222222222222222222222222222222222222222222222222222"\n', "",
@@ -143,7 +146,7 @@ def test_a_key_without_a_line_is_named_by_table_and_key(tmp_path):
     assert "upstream.toml:27: [upstream] extra: is not a known key" in message
     message = pin_error(tmp_path, PIN.replace("[series]\n", '[series]\nlocal = "a"\n', 1))
     assert "upstream.toml" in message and "[series]" not in message  # a duplicate key: tomlkit's words
-    assert 'Key "local" already exists' in message
+    assert 'Key "local" already exists' in message and message.endswith(": fix the pin file")
 
 
 def test_invalid_utf8_names_the_line(tmp_path):
@@ -191,7 +194,8 @@ def test_write_pin_moves_the_release_and_keeps_the_rest(tmp_path):
 def test_render_pin_refuses_what_would_not_read_back(tmp_path):
     pin = read_pin(write(tmp_path, PIN))
     broken = pin.with_release("1.1.0", "v1.1.0", None, (Artifact("sdist", "sglang-1.1.0.tar.gz", "nope"),))
-    with pytest.raises(UserError, match=r"\[upstream.artifacts.sdist\] sha256: 'nope' is not 64 hex digits"):
+    with pytest.raises(UserError, match=rf"^{tmp_path / 'upstream.toml'}:\d+: \[upstream.artifacts.sdist\] sha256: "
+                                        "'nope' is not 64 hex digits"):
         render_pin(tmp_path, broken)
     assert (tmp_path / "upstream.toml").read_text() == PIN
 
@@ -249,6 +253,8 @@ def test_render_pin_adds_the_tables_a_minimal_pin_lacks(tmp_path):
     text = (tmp_path / "upstream.toml").read_text()
     assert "[upstream.artifacts.sdist]\nfilename" in text and "[upstream.artifacts]" not in text
     assert text.endswith('[series]\nlocal = "kimi"\nrelease = 1\n')
+    write_pin(tmp_path, pin.with_release("1.2.0", "v1.2.0", None, ()))  # no artifacts: no empty table either
+    assert "artifacts" not in (tmp_path / "upstream.toml").read_text()
 
 
 def test_the_pin_object(tmp_path):
@@ -258,6 +264,7 @@ def test_the_pin_object(tmp_path):
     both = dataclasses.replace(pin, artifacts=(*pin.artifacts, Artifact("wheel", "sglang-1.0.0-py3-none-any.whl", "4" * 64)))
     assert [a.kind for a in both.wheels] == ["wheel", "wheel-cp312"]
     assert pin.with_release("1.1.0", "v1.1.0", "e" * 40, ()).commit == "e" * 40
+    assert read_pin(write(tmp_path, PIN.replace('local = "kimi"', 'local = "Kimi.FP8"'))).series_local == "Kimi.FP8"
     assert pin != dataclasses.replace(pin, image_flashinfer="0.7.3")
     with pytest.raises(UserError, match="'nightly' is not a PEP 440 version: name an SGLang release"):
         dataclasses.replace(pin, image_flashinfer="nightly")
@@ -309,6 +316,8 @@ def test_a_bare_pin_carries_nothing_of_another_line(tmp_path):
                  Artifact("wheel", "sglang-1.0.0-py3-none-any.whl", "b" * 64))
     text = bare_pin_text(tmp_path / "upstream.toml", "https://example.invalid/sglang", "1.0.0", artifacts, "exp")
     assert text == BARE
+    empty = bare_pin_text(tmp_path / "upstream.toml", "https://example.invalid/sglang", "1.0.0", (), "exp")
+    assert "artifacts" not in empty and read_pin(write(tmp_path, empty)).artifacts == ()
     pin = read_pin(write(tmp_path, text))
     assert (pin.series_local, pin.series_release, pin.required_checks, pin.accepted, pin.changelog) == \
         ("exp", 1, (), (), False)
