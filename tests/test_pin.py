@@ -302,7 +302,7 @@ def test_the_pin_is_written_as_utf8_whatever_the_locale(tmp_path):
     # an operator's shell in the POSIX locale: Python's default encoding is then ASCII
     write(tmp_path, PIN.replace('"why it is accepted"', '"pourquoi: déjà vu"'))
     env = {**os.environ, "LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0",
-           "PYTHONPATH": str(REPO_ROOT)}
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
     script = ("import sys; from pathlib import Path; from sglpatch.pin import read_pin, write_pin; "
               "root = Path(sys.argv[1]); pin = read_pin(root); "
               "write_pin(root, pin.with_release('1.1.0', 'v1.1.0', None, ()))")
