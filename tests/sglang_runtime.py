@@ -53,10 +53,11 @@ def requirements_file(version: str) -> Path:
 
 
 def line_names() -> list[str]:
-    """Every maintained line, production first (sglpatch.line)."""
-    from sglpatch.line import all_lines
-
-    return [line.name for line in all_lines(REPO_ROOT)]
+    """Every maintained line, production first, read from the checkout without sglpatch: tests are
+    parametrized with it at import, where the code under test must not run (a mutant of
+    sglpatch.line would break the collection instead of failing a test); test_lines checks that
+    sglpatch.line.all_lines agrees."""
+    return ["production", *sorted(p.parent.name for p in (REPO_ROOT / "lines").glob("*/upstream.toml"))]
 
 
 # Variables that would point the runtime at another Python or another sglang.

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from helpers import REPO_ROOT, assert_one_line_error, make_project, run_cli
+from sglang_runtime import line_names
 from sglpatch import build, source
 from sglpatch.errors import UserError
 from sglpatch.line import all_lines, find_line
@@ -59,6 +60,7 @@ def test_an_acceptance_outliving_its_gap_fails_the_gate(pristine, empty_series):
 
 def test_the_repository_has_a_production_and_a_latest_line():
     lines = {line.name: line for line in all_lines(REPO_ROOT)}
+    assert list(lines) == line_names()  # the tests' own listing, which parametrizes them
     assert list(lines)[0] == "production" and lines["production"].root == REPO_ROOT
     assert lines["latest"].root == REPO_ROOT / "lines" / "latest"
     latest = read_pin(lines["latest"].root)
@@ -82,7 +84,7 @@ def test_an_unknown_line_is_a_one_line_error():
                           "production, latest")
 
 
-@pytest.mark.parametrize("line", [line.name for line in all_lines(REPO_ROOT)])
+@pytest.mark.parametrize("line", line_names())
 def test_every_line_builds_its_wheel_through_its_gates(line):
     """`python build.py --line L`: the line's pristine release + series -> the gates -> its wheel."""
     root = find_line(REPO_ROOT, line).root

@@ -14,13 +14,14 @@ import git
 import pytest
 from packaging.version import Version
 
-from sglpatch.line import all_lines, find_line
+from sglang_runtime import line_names
+from sglpatch.line import find_line
 from sglpatch.pin import read_pin
 from sglpatch.series import PATCH_DIR, SERIES_FILE, read_series
 from sglpatch.source import pristine_tree
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-LINES = [line.name for line in all_lines(REPO_ROOT)]
+LINES = line_names()
 YOCTO_STATUSES = ("Pending", "Submitted", "Backport", "Denied", "Inappropriate")
 # Statuses that must say what they refer to: "Backport [v0.5.10: ...]", "Inappropriate [reason]".
 STATUSES_WITH_REASON = ("Backport", "Submitted", "Denied", "Inappropriate")
