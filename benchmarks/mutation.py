@@ -42,8 +42,8 @@ SERIES_MODULES = ("sglpatch/rebase.py", "sglpatch/queue.py", "sglpatch/series.py
 MODULE_TESTS = {
     "sglpatch/rebase.py": ["tests/test_rebase.py", "tests/test_survivors.py"],
     "sglpatch/queue.py": ["tests/test_queue.py", "tests/test_queue_stateful.py"],
-    "sglpatch/series.py": ["tests/test_series.py", "tests/test_series_content.py"],
-    "sglpatch/line.py": ["tests/test_lines.py"],
+    "sglpatch/series.py": ["tests/test_series.py", "tests/test_series_content.py", "tests/test_import.py"],
+    "sglpatch/line.py": ["tests/test_lines.py", "tests/test_rebase.py", "tests/test_survivors.py"],
     "sglpatch/pin.py": ["tests/test_pin.py"],
     "sglpatch/source.py": ["tests/test_source.py", "tests/test_cache_integrity.py"],
     "sglpatch/wheel.py": ["tests/test_build.py", "tests/test_survivors.py"],

@@ -75,7 +75,7 @@ def all_lines(repo: Path) -> list[Line]:
     directory = repo / LINES_DIR
     if directory.is_dir():
         found += [Line(p.name, p, repo) for p in sorted(directory.iterdir())
-                  if (p / PIN_FILE).is_file()]
+                  if _NAME.fullmatch(p.name) and (p / PIN_FILE).is_file()]  # not an unfinished .NAME.*.part
     return found
 
 
@@ -94,12 +94,13 @@ def validate_name(name: str) -> None:
                         f"(not {', '.join(sorted(_RESERVED))})")
 
 
-def add_line(repo: Path, name: str, source: str = PRODUCTION, bare: bool = False,
-             release: str | None = None) -> Line:
+def add_line(repo: Path, name: str, source: str, *, bare: bool, release: str | None) -> Line:
     """Start line ``name`` as a copy of line ``source``'s pin and series (same release, patches
     and series release), ready for ``rebase --onto``, which moves the pin and restarts the series
     release at 1. ``bare``: an empty series on ``release`` (default: ``source``'s), with none of
     ``source``'s checks, label or accepted findings, writing no CHANGELOG entries."""
+    from .transaction import boundary, record_created  # the transaction module builds on lines
+
     validate_name(name)
     origin = find_line(repo, source)
     target = line_dir(repo, name)
@@ -111,7 +112,7 @@ def add_line(repo: Path, name: str, source: str = PRODUCTION, bare: bool = False
                         f"add --bare, or copy the line and move it with `rebase --onto {release}`")
     pin = read_pin(origin.root)  # refuse to copy a broken pin
     bare_pin = _bare_pin(target, pin.repo, release or pin.version, name) if bare else None
-    target.parent.mkdir(parents=True, exist_ok=True)
+    target.parent.mkdir(exist_ok=True)  # lines/, in the repository
     # A private scratch directory, renamed into place: a second `lines --add NAME` at the same
     # time fails on the rename instead of sharing a half-copied directory.
     partial = Path(tempfile.mkdtemp(prefix=f".{name}.", suffix=".part", dir=target.parent))
@@ -120,10 +121,11 @@ def add_line(repo: Path, name: str, source: str = PRODUCTION, bare: bool = False
             shutil.copy2(origin.root / PIN_FILE, partial / PIN_FILE)
             shutil.copytree(origin.root / PATCH_DIR, partial / PATCH_DIR)
         else:
-            (partial / PIN_FILE).write_text(bare_pin, encoding="utf-8")
+            (partial / PIN_FILE).write_bytes(bare_pin.encode())
             (partial / PATCH_DIR).mkdir()
             (partial / PATCH_DIR / "series").write_text(
                 f"# The {name} line's series (quilt format, applied in order with -p1); empty when made.\n")
+        boundary("lines-add:copied")
         partial.rename(target)
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)
@@ -131,7 +133,6 @@ def add_line(repo: Path, name: str, source: str = PRODUCTION, bare: bool = False
             raise UserError(f"{target.relative_to(repo)} was created by another command meanwhile",
                             "pick another name") from None
         raise
-    from .transaction import record_created  # the transaction module builds on lines
     created = [target / PIN_FILE, *sorted((target / PATCH_DIR).iterdir())]
     record_created(target, f"lines --add {name} " + (f"--bare --release {release or pin.version}" if bare
                                                       else f"--from {source}"), created)

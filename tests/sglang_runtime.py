@@ -57,7 +57,8 @@ def line_names() -> list[str]:
     parametrized with it at import, where the code under test must not run (a mutant of
     sglpatch.line would break the collection instead of failing a test); test_lines checks that
     sglpatch.line.all_lines agrees."""
-    return ["production", *sorted(p.parent.name for p in (REPO_ROOT / "lines").glob("*/upstream.toml"))]
+    return ["production", *sorted(p.parent.name for p in (REPO_ROOT / "lines").glob("*/upstream.toml")
+                                  if not p.parent.name.startswith("."))]
 
 
 # Variables that would point the runtime at another Python or another sglang.

@@ -61,6 +61,7 @@ def test_an_acceptance_outliving_its_gap_fails_the_gate(pristine, empty_series):
 def test_the_repository_has_a_production_and_a_latest_line():
     lines = {line.name: line for line in all_lines(REPO_ROOT)}
     assert list(lines) == line_names()  # the tests' own listing, which parametrizes them
+    assert {line.repo for line in lines.values()} == {REPO_ROOT}
     assert list(lines)[0] == "production" and lines["production"].root == REPO_ROOT
     assert lines["latest"].root == REPO_ROOT / "lines" / "latest"
     latest = read_pin(lines["latest"].root)

@@ -304,7 +304,8 @@ def test_a_bare_line_pins_any_release_and_carries_nothing_of_another_line(env):
 def test_bad_bare_line_input_is_one_line(env):
     root = make_repo(env, ["clean"])
     assert_one_line_error(run_cli(root, "lines", "--add", "exp", "--release", "1.1.0", env=env["env"]),
-                          "--release pins a bare line only")
+                          "--release pins a bare line only: add --bare, or copy the line and move it with "
+                          "`rebase --onto 1.1.0`")
     assert_one_line_error(run_cli(root, "lines", "--add", "exp", "--bare", "--release", "7.7.7", env=env["env"]),
                           "7.7.7 is not on the package index")
     assert_one_line_error(run_cli(root, "lines", "--bare", env=env["env"]), "go with --add")
@@ -361,10 +362,26 @@ def test_bad_line_names_are_one_line_errors(env):
     assert_one_line_error(run_cli(root, "lines", "--add", "Bad Name", env=env["env"]), "cannot name a line")
     assert_one_line_error(run_cli(root, "lines", "--add", "build", env=env["env"]), "cannot name a line")
     add_line(root, env)
-    assert_one_line_error(run_cli(root, "lines", "--add", "next", env=env["env"]), "lines/next already exists")
+    assert_one_line_error(run_cli(root, "lines", "--add", "next", env=env["env"]),
+                          "lines/next already exists: pick another name, or remove it (`git rm -r lines/next`)")
     assert_one_line_error(run_cli(root, "lines", "--add", "other", "--from", "nope", env=env["env"]),
                           "unknown line 'nope'")
     assert not (root / "lines" / "other").exists()
+
+
+def test_lines_add_killed_before_it_finishes_leaves_no_line(env):
+    root = make_repo(env, ["clean"])
+    killed = run_cli(root, "lines", "--add", "next", env={**env["env"], "SGLPATCH_CRASH_AT": "lines-add:copied"})
+    assert killed.returncode == -9, killed.stderr
+    listed = run_cli(root, "lines", "--json", env=env["env"])
+    assert [line["line"] for line in json.loads(listed.stdout)["lines"]] == ["production"], listed.stdout
+    # the copy is left hidden beside where the line goes (a rename there is atomic), named after it
+    [leftover] = (root / "lines").iterdir()
+    assert leftover.name.startswith(".next.") and leftover.name.endswith(".part")
+    assert (leftover / "upstream.toml").is_file()
+    add_line(root, env)  # the twin: not killed, the line is there and the leftover does not block it
+    listed = run_cli(root, "lines", "--json", env=env["env"])
+    assert [line["line"] for line in json.loads(listed.stdout)["lines"]] == ["production", "next"]
 
 
 def test_rehearse_dry_runs_every_line_onto_every_newer_release(env):
