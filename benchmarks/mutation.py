@@ -12,7 +12,7 @@ Not part of CI: it is a benchmark. What is left out of the score, and nothing el
 
 - message-only mutants: the mutant differs from the original only inside string literals
   (wording of a message); counted and reported apart, no target;
-- equivalent mutants: listed by name in benchmarks/mutation-equivalents.toml, one reason each.
+- equivalent mutants: listed by their change in benchmarks/mutation-equivalents.toml, one reason each.
 
 Target (issue 20): at least 90 % killed in the modules that write or judge the series.
 """
@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import ast
 import collections
+import difflib
 import json
 import os
 import shutil
@@ -131,6 +132,28 @@ def message_only(mutated_file: Path) -> set[str]:
     return found
 
 
+def _readable(function: str) -> str:
+    """mutmut's mangled name as the source spells it: x_add_line -> add_line, xǁLineǁcommand -> Line.command."""
+    return ".".join(filter(None, function.split("ǁ")[1:])) if "ǁ" in function else function.removeprefix("x_")
+
+
+def mutant_changes(mutated_file: Path, module: str) -> dict[str, str]:
+    """Each mutant's change as ``MODULE FUNCTION: the mutated line``, the key of an equivalent
+    mutant: it survives edits elsewhere in the function, which renumber mutmut's mutants."""
+    source = mutated_file.read_text()
+    functions = {n.name: ast.get_source_segment(source, n).replace(n.name, "", 1).splitlines()
+                 for n in ast.walk(ast.parse(source)) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    found = {}
+    for name, lines in functions.items():
+        base, sep, number = name.rpartition("__mutmut_")
+        if not sep or not number.isdigit() or f"{base}__mutmut_orig" not in functions:
+            continue
+        diff = difflib.unified_diff(functions[f"{base}__mutmut_orig"], lines, lineterm="", n=0)
+        added = [line[1:].strip() for line in diff if line.startswith("+") and not line.startswith("+++")]
+        found[name] = f"{module} {_readable(base)}: {' / '.join(added)}"
+    return found
+
+
 def statuses(workdir: Path) -> dict[str, str]:
     from mutmut.stats import status_by_exit_code
 
@@ -153,9 +176,12 @@ def report(workdir: Path, seconds: float, equivalents: dict[str, str]) -> tuple[
         by_module[module_of(key)][key] = status
     for module, keys in sorted(by_module.items()):
         messages = {f"{key.rsplit('.', 1)[0]}.{name}" for name in message_only(workdir / "mutants" / module)}
+        changes = {f"{key.rsplit('.', 1)[0]}.{name}": change
+                   for name, change in mutant_changes(workdir / "mutants" / module, module).items()}
+        equivalent = {key for key in keys if changes.get(key) in equivalents}
         counts = collections.Counter()
         for key, status in keys.items():
-            kind = "equivalent" if key in equivalents else "message" if key in messages else status
+            kind = "equivalent" if key in equivalent else "message" if key in messages else status
             counts[kind] += 1
         scored = len(keys) - counts["equivalent"] - counts["message"]
         score = counts["killed"] / scored if scored else 1.0
@@ -165,8 +191,8 @@ def report(workdir: Path, seconds: float, equivalents: dict[str, str]) -> tuple[
                      "survived": counts["survived"], "no_tests": counts["no tests"], "timeout": counts["timeout"],
                      "message_only": counts["message"], "equivalent": counts["equivalent"],
                      "score": round(score, 3), "target": TARGET if series else None,
-                     "survivors": sorted(k for k, s in keys.items()
-                                         if s in ("survived", "no tests") and k not in equivalents and k not in messages)})
+                     "survivors": sorted(changes.get(k, k) for k, s in keys.items()
+                                         if s in ("survived", "no tests") and k not in equivalent and k not in messages)})
     print(f"{'module':34} {'mutants':>7} {'killed':>6} {'surv':>5} {'none':>5} {'t/o':>4} {'msg':>4} "
           f"{'equiv':>5} {'score':>6}  target")
     for r in rows:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,7 @@ from helpers import REPO_ROOT, assert_one_line_error, make_project, run_cli
 from sglang_runtime import line_names
 from sglpatch import build, source
 from sglpatch.errors import UserError
-from sglpatch.line import all_lines, find_line
+from sglpatch.line import Line, add_line, all_lines, find_line
 from sglpatch.pin import read_pin
 from sglpatch.series import read_series
 
@@ -78,6 +79,52 @@ def test_lines_lists_every_line_as_json():
     assert rows["production"]["version"] == PIN.local_version
     assert rows["latest"]["upstream"] == read_pin(find_line(REPO_ROOT, "latest").root).version
     assert rows["latest"]["directory"] == "lines/latest"
+
+
+def test_find_line_names_the_line_it_finds():
+    assert find_line(REPO_ROOT, "latest") == Line("latest", REPO_ROOT / "lines" / "latest", REPO_ROOT)
+    assert find_line(REPO_ROOT) == Line("production", REPO_ROOT, REPO_ROOT)
+    assert find_line(REPO_ROOT).command("prepare") == "python build.py prepare"
+    assert find_line(REPO_ROOT, "latest").command("prepare") == "python build.py --line latest prepare"
+
+
+def test_lines_add_returns_the_line_and_logs_how_it_was_made(tmp_path):
+    repo = make_project(tmp_path / "repo", {})
+    assert add_line(repo, "next", "production", bare=False, release=None) == \
+        Line("next", repo / "lines" / "next", repo)
+    log = run_cli(repo, "--line", "next", "log")
+    assert log.returncode == 0 and log.stdout.rstrip().endswith("lines --add next --from production"), log.stdout
+    with pytest.raises(UserError, match="'Next' cannot name a line: use lower-case letters, digits and '-'"):
+        add_line(repo, "Next", "production", bare=False, release=None)
+
+
+def test_lines_add_that_fails_midway_leaves_nothing(tmp_path, monkeypatch):
+    repo = make_project(tmp_path / "repo", {})
+    (repo / "lines").mkdir()
+
+    def disk_full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(shutil, "copytree", disk_full)
+    with pytest.raises(OSError, match="No space left"):
+        add_line(repo, "next", "production", bare=False, release=None)
+    assert list((repo / "lines").iterdir()) == []  # the scratch copy is gone too
+
+
+def test_lines_add_racing_another_lines_add_refuses(tmp_path, monkeypatch):
+    repo = make_project(tmp_path / "repo", {})
+    copytree = shutil.copytree
+
+    def another_command_meanwhile(source, target, **kwargs):
+        copytree(source, target, **kwargs)
+        (repo / "lines" / "next").mkdir()
+        (repo / "lines" / "next" / "upstream.toml").write_text("the other command's line\n")
+
+    monkeypatch.setattr(shutil, "copytree", another_command_meanwhile)
+    with pytest.raises(UserError, match="^lines/next was created by another command meanwhile: pick another name$"):
+        add_line(repo, "next", "production", bare=False, release=None)
+    assert [p.name for p in (repo / "lines").iterdir()] == ["next"]  # ours is gone, theirs untouched
+    assert (repo / "lines" / "next" / "upstream.toml").read_text() == "the other command's line\n"
 
 
 def test_an_unknown_line_is_a_one_line_error():

@@ -281,6 +281,8 @@ def test_a_bare_line_pins_any_release_and_carries_nothing_of_another_line(env):
     assert pin.artifact("sdist").sha256 == hashlib.sha256(
         env["index"].files["sglang-1.1.0.tar.gz"]).hexdigest()
     assert read_series_names(line) == []
+    assert run_cli(root, "--line", "exp", "log", env=env["env"]).stdout.rstrip().endswith(
+        "lines --add exp --bare --release 1.1.0")
     # it works as a line: prepare, a patch of its own, a rebase that leaves CHANGELOG.md alone
     assert run_cli(root, "--line", "exp", "prepare", env=env["env"]).returncode == 0
     (line / "build" / "src" / KIMI).write_text("class KimiK25:\n    pass\n")
@@ -299,6 +301,14 @@ def test_a_bare_line_pins_any_release_and_carries_nothing_of_another_line(env):
     env["index"].publish("sglang-1.3.0.tar.gz", sdist_bytes("1.3.0", {**V2, OTHER: "VALUE = 2\n"}))
     assert run_cli(root, "--line", "exp", "rebase", "--onto", "1.3.0", env=env["env"]).returncode == 0
     assert "Rebased the exp line onto SGLang 1.3.0" in (root / "CHANGELOG.md").read_text()
+
+
+def test_a_bare_line_without_release_takes_the_source_lines_and_logs_it(env):
+    root = make_repo(env, ["clean"])
+    assert run_cli(root, "lines", "--add", "exp", "--bare", env=env["env"]).returncode == 0
+    assert read_pin(line_dir(root, "exp")).version == "1.0.0"
+    assert run_cli(root, "--line", "exp", "log", env=env["env"]).stdout.rstrip().endswith(
+        "lines --add exp --bare --release 1.0.0")
 
 
 def test_bad_bare_line_input_is_one_line(env):
@@ -359,7 +369,7 @@ def test_bad_line_names_are_one_line_errors(env):
     root = make_repo(env, ["clean"])
     assert_one_line_error(run_cli(root, "--line", "nope", "status", env=env["env"]),
                           "unknown line 'nope'", "known lines: production")
-    assert_one_line_error(run_cli(root, "lines", "--add", "Bad Name", env=env["env"]), "cannot name a line")
+    assert_one_line_error(run_cli(root, "lines", "--add", "Bad Name", env=env["env"]), "cannot name a line: use lower-case letters, digits and '-', starting with a letter (not build, dist, patches, production")
     assert_one_line_error(run_cli(root, "lines", "--add", "build", env=env["env"]), "cannot name a line")
     add_line(root, env)
     assert_one_line_error(run_cli(root, "lines", "--add", "next", env=env["env"]),
