@@ -319,6 +319,12 @@ def test_bad_bare_line_input_is_one_line(env):
     assert_one_line_error(run_cli(root, "lines", "--add", "exp", "--bare", "--release", "7.7.7", env=env["env"]),
                           "7.7.7 is not on the package index")
     assert_one_line_error(run_cli(root, "lines", "--bare", env=env["env"]), "go with --add")
+    # an index (a broken mirror) whose listing gives a sha256 that is not one: the pin it would write is named
+    listing = env["index"].directory / "simple" / "sglang" / "index.html"
+    listing.write_text(listing.read_text().replace(hashlib.sha256(env["index"].files["sglang-1.1.0.tar.gz"]).hexdigest(),
+                                                   "abc123"))
+    assert_one_line_error(run_cli(root, "lines", "--add", "exp", "--bare", "--release", "1.1.0", env=env["env"]),
+                          "lines/exp/upstream.toml", "[upstream.artifacts.sdist] sha256: 'abc123' is not 64 hex digits")
     assert not (root / "lines" / "exp").exists()
 
 
