@@ -315,7 +315,7 @@ def trailer_problems(patch: PatchEntry) -> list[str]:
         problems.append(f"Upstream-Status is unset (imported): make it one of {', '.join(UPSTREAM_STATUSES)}")
     elif status.split()[0] not in UPSTREAM_STATUSES:
         problems.append(f"Upstream-Status '{status}' is not one of {', '.join(UPSTREAM_STATUSES)}")
-    if not patch.drop_when and parse_trailers(patch.message).get("Drop-When", "").strip() == "unset":
+    if not patch.drop_when and parse_trailers(patch.message).get("Drop-When") == "unset":
         problems.append("Drop-When is unset (imported): say when the patch can be dropped "
                         "(check:NAME or upstream>=VERSION)")
     elif not patch.drop_when:
@@ -361,5 +361,5 @@ def _keep_listed(old: list[SeriesLine], names: list[str]) -> list[SeriesLine]:
 def write_series(root: Path, names: list[str]) -> None:
     """Rewrite the series file with ``names`` (render_series: comments and options kept)."""
     text = render_series(root, names)
-    series_path(root).parent.mkdir(parents=True, exist_ok=True)
+    series_path(root).parent.mkdir(exist_ok=True)  # patches/, in the line's directory
     series_path(root).write_text(text, encoding="utf-8")

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import os
 import random
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from helpers import REPO_ROOT, assert_one_line_error, make_project, make_upstream, message, patch_text, run_cli
 from sglpatch.errors import UserError
-from sglpatch.series import (DropCondition, parse_drop_when, parse_patch, read_series, read_series_lines,
-                             read_series_names, render_series, trailer_problems, write_series)
+from sglpatch.series import (DropCondition, PatchEntry, commit_matches_patch, message_break, parse_drop_when,
+                             parse_patch, parse_trailers, read_series, read_series_lines, read_series_names,
+                             render_series, trailer_problems, write_series)
 
 try:
     from hypothesis import given, settings, strategies as st
@@ -366,3 +371,108 @@ def test_a_commit_matches_its_patch_before_and_after_git_am(tmp_path, subject):
     assert commit_matches_patch(repo.head.commit.message, patch), "the commit git am made from it"
     # the negative twin: another subject does not match
     assert not commit_matches_patch("another subject\n\nbody\n", patch)
+
+
+# ---------------------------------------------------------------- what the rest of the tool reads
+
+def entry(name: str, files=(), drop_when=(), status="Pending", message="") -> PatchEntry:
+    return PatchEntry(name, Path(name), name, message, tuple(files), status, tuple(drop_when))
+
+
+def test_the_series_answers_what_the_rest_of_the_tool_asks(tmp_path, good_patch):
+    root = make_project(tmp_path / "p", {"0001-a.patch": good_patch})
+    series = read_series(root)
+    assert series.get("0001-a.patch").subject == "kimi: pass"
+    with pytest.raises(UserError) as caught:
+        series.get("0002-b.patch")
+    assert str(caught.value) == "no patch named '0002-b.patch' in patches/series: known patches: 0001-a.patch"
+    empty = type(series)(root, (), ())
+    with pytest.raises(UserError, match="known patches: none$"):
+        empty.get("0001-a.patch")
+    check, up = DropCondition("check", "kimi"), DropCondition("upstream", "0.5.12")
+    several = type(series)(root, (entry("1.patch", ["b", "a"], [check, up]), entry("2.patch", ["a", "c"], [
+        DropCondition("check", "sm12"), check])), ())
+    assert several.check_names() == ["kimi", "sm12"]  # in series order, each once, checks only
+    assert several.touched_files() == ["b", "a", "c"]
+
+
+def test_read_series_warns_on_stderr_by_default(tmp_path, good_patch, capsys):
+    root = make_project(tmp_path / "p", {"0001-a.patch": good_patch})
+    (root / "patches" / "0009-stray.patch").write_text(good_patch)
+    read_series(root)
+    assert capsys.readouterr().err == ("warning: patches/0009-stray.patch is not in the series and is ignored; "
+                                       "add it to patches/series or delete it\n")
+
+
+@pytest.mark.parametrize("body, line", [
+    ("subject\n\nplain words\n", None),
+    ("subject\n\nwords\ndiff --git a/x b/x\n", 4), ("subject\n\nIndex: x\n", 3),
+    ("subject\n\n---\n", 3), ("subject\n\n--- a/file\n", 3), ("subject\n\n---  \n", 3),
+    ("subject\n\n----- a rule\n", None), ("subject\n\n---x\n", None), ("subject\n\ndiffs -u\n", None),
+    ("subject\n\nindex: lower case\n", None),
+])
+def test_message_break_finds_where_git_am_would_cut(body, line):
+    assert message_break(body) == line
+
+
+def test_a_commit_matches_its_patch_by_the_first_paragraph():
+    patch = PatchEntry("1.patch", Path("1.patch"), "kimi: pass", "", (), None, ())
+    assert commit_matches_patch("kimi: pass\n\nwhy\n\nUpstream-Status: Pending\n", patch)
+    assert commit_matches_patch("kimi:\n pass\n", patch)  # the first paragraph, whitespace collapsed
+    assert not commit_matches_patch("kimi: other\n\nkimi: pass\n\nlast\n", patch)
+
+
+def test_a_subject_folded_with_a_tab_reads_whole(tmp_path, good_patch):
+    folded = good_patch.replace("Subject: [PATCH] kimi: pass", "Subject: [PATCH] kimi:\n\tpass")
+    assert folded != good_patch
+    root = make_project(tmp_path / "p", {"0001-a.patch": folded})
+    assert read_series(root).patches[0].subject == "kimi:\tpass"
+
+
+def test_trailers_are_the_key_value_lines_of_the_last_paragraph():
+    body = "subject\n\nNote: not a trailer, the body\n\nUpstream-Status: Pending\nSigned\nDrop-When: upstream>=1\n"
+    assert parse_trailers(body) == {"Upstream-Status": "Pending", "Drop-When": "upstream>=1"}
+
+
+def test_drop_when_reads_every_condition(tmp_path):
+    path = tmp_path / "0001-a.patch"
+    assert parse_drop_when("unset, upstream>=0.5.12, check:k", path) == (
+        DropCondition("upstream", "0.5.12"), DropCondition("check", "k"))
+    assert parse_drop_when("upstream>=0.5.12", path)[0].holds_for_version("0.5.12")
+    with pytest.raises(UserError) as caught:
+        parse_drop_when("check:", path)
+    assert caught.value.hint == "use check:<name> or upstream>=<version>"
+    with pytest.raises(UserError) as caught:
+        parse_drop_when("upstream>=soon", path)
+    assert caught.value.hint == "write e.g. upstream>=0.5.12"
+
+
+def test_trailer_problems_say_what_to_write():
+    assert trailer_problems(entry("a", status="Unset", message="s\n\nUpstream-Status: Unset\nDrop-When: unset")) == [
+        "Upstream-Status is unset (imported): make it one of Pending, Submitted, Backport, Denied, Inappropriate, "
+        "Accepted", "Drop-When is unset (imported): say when the patch can be dropped (check:NAME or upstream>=VERSION)"]
+    assert trailer_problems(entry("a", status="Maybe", drop_when=[DropCondition("check", "k")])) == [
+        "Upstream-Status 'Maybe' is not one of Pending, Submitted, Backport, Denied, Inappropriate, Accepted"]
+
+
+def test_render_series_names_the_file_it_refuses(tmp_path):
+    (tmp_path / "patches").mkdir()
+    with pytest.raises(UserError) as caught:
+        render_series(tmp_path, ["0001-a.patch", "0001-A.patch"])
+    assert str(caught.value) == f"cannot list '0001-A.patch' twice in {tmp_path / 'patches' / 'series'}: list each patch once"
+    with pytest.raises(UserError) as caught:
+        render_series(tmp_path, ["../x.patch"])
+    assert caught.value.hint.startswith("name patches as `git format-patch` does")
+
+
+def test_the_series_is_written_as_utf8_whatever_the_locale(tmp_path):
+    (tmp_path / "patches").mkdir()
+    (tmp_path / "patches" / "series").write_text("# la série de Kimi\n0001-a.patch\n", encoding="utf-8")
+    env = {**os.environ, "LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0",
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
+    script = ("import sys; from pathlib import Path; from sglpatch.series import write_series; "
+              "write_series(Path(sys.argv[1]), ['0001-a.patch', '0002-b.patch'])")
+    run = subprocess.run([sys.executable, "-c", script, str(tmp_path)], env=env, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert (tmp_path / "patches" / "series").read_bytes().decode("utf-8") == \
+        "# la série de Kimi\n0001-a.patch\n0002-b.patch\n"
