@@ -23,6 +23,7 @@ import argparse
 import ast
 import collections
 import difflib
+import importlib.util
 import json
 import os
 import shutil
@@ -215,6 +216,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-patches", action="store_true",
                         help="skip the patch-level mutants (benchmarks/patch_mutation.py), which the default run adds")
     args = parser.parse_args(argv)
+    if importlib.util.find_spec("mutmut") is None:
+        print("error: mutmut is not installed: pip install -r benchmarks/requirements-mutation.txt", file=sys.stderr)
+        return 2
     modules = ["sglpatch/*"] if args.all else (args.modules or list(SERIES_MODULES))
     equivalents = tomllib.loads(EQUIVALENTS.read_text()).get("equivalent", {}) if EQUIVALENTS.exists() else {}
     workdir = Path(tempfile.mkdtemp(prefix="sglpatch-mutation-"))
