@@ -7,6 +7,7 @@ from pathlib import Path
 
 from ..errors import UserError
 from .core import DEFAULT_MODELS, check_tree
+from .production import LAUNCH_FILE, production_launch
 
 HELP = "check model classes against the EAGLE-3 target-model contract derived from a tree"
 DESCRIPTION = f"""\
@@ -16,9 +17,13 @@ report every member each selected model lacks while its inner language model has
 capture-layer wiring, and the other named checks. Static (ast only): no GPU, no SGLang import.
 
 Default tree: the patched work tree build/src. Default model: {', '.join(DEFAULT_MODELS)}.
-Exit status: 0 clean; 1 a selected model has a gap or fails its EAGLE-3 interface, the contract
-could not be derived, or the wiring check fails (the other named checks are shown but do not
-affect it; the build gates on them); 2 usage error."""
+Gaps are split by the production launch ({LAUNCH_FILE}'s replica command: TP 8, EAGLE-3,
+CUDA graphs): a gap is on its path when a site that needs the member sits only under features
+that launch turns on (or that the tree leaves on by default).
+Exit status: 0 clean; 1 what can stop the production launch: a gap on its path, a selected model
+failing its EAGLE-3 interface, a contract that could not be derived, or a failing wiring check
+(the other named checks are shown but do not affect it; the build gates on them); 2 usage error;
+3 gaps only on paths the production launch does not take."""
 
 
 def register_cli(subparsers, common=None) -> None:
@@ -52,7 +57,7 @@ def resolve_tree(args) -> Path:
         if not tree.exists():
             raise UserError(f"no such directory: {tree}", "pass an SGLang checkout with --tree")
         return tree
-    root = Path(getattr(args, "root", None) or Path(__file__).resolve().parents[2])
+    root = _root(args)
     if getattr(args, "upstream_version", None):
         from .. import source
         from ..pin import read_pin
@@ -68,12 +73,17 @@ def resolve_tree(args) -> Path:
     return tree
 
 
+def _root(args) -> Path:
+    return Path(getattr(args, "root", None) or Path(__file__).resolve().parents[2])
+
+
 def handler(args) -> int:
     from . import named
     from ..checks import REGISTRY
     tree = resolve_tree(args)
     an = named.analysis_for(tree)
-    report = check_tree(tree, args.models, all_models=args.all_models, analysis=an)
+    launch = production_launch(_root(args), tree)
+    report = check_tree(tree, args.models, all_models=args.all_models, analysis=an, launch=launch)
     extra = []
     # The named checks the report does not already cover (the interface and the wiring).
     for name in named.NAMES[2:]:
@@ -84,7 +94,7 @@ def handler(args) -> int:
             first = str(findings[0])
             detail = first + (f" (+{len(findings) - 1} more)" if len(findings) > 1 else "")
         extra.append((name, not findings, detail))
-    failed = bool(report.gaps or report.eagle3_failures or report.problems or not report.wiring.passed)
+    code = report.exit_code if report.wiring.passed else 1
     if getattr(args, "json", False):
         data = report.to_json()
         if not args.contract:
@@ -93,9 +103,9 @@ def handler(args) -> int:
                 "required": sorted(i.label for i in report.contract.target.values() if i.required),
                 "draft_members": len(report.contract.draft)}
         data["checks"] = {name: {"passed": ok, "detail": detail or None} for name, ok, detail in extra}
-        data["exit"] = 1 if failed else 0
+        data["exit"] = code
         print(json.dumps(data, indent=2))
     else:
         from .render import render
         print(render(report, extra_checks=extra, show_contract=args.contract))
-    return 1 if failed else 0
+    return code

@@ -13,6 +13,7 @@ from ..errors import UserError
 from . import eagle3
 from .classes import ClassIndex, ClassRef, Lookup
 from .derive import FEATURES, PATTERNS, Access, Deriver
+from .production import Launch
 from .tree import SourceTree
 from .wiring import WiringResult, check_wiring
 
@@ -157,10 +158,11 @@ class ModelReport:
     def eagle3_failures(self) -> list:
         return [s for s in self.eagle3 if s.failed]
 
-    def to_json(self) -> dict:
+    def to_json(self, in_production=lambda status: True) -> dict:
         return {"name": self.name, "class": self.qualname, "location": self.location,
                 "wrapper": self.wrapper, "inner": self.inners, "gaps": len(self.gaps),
-                "members": [s.to_json() for s in self.statuses if s.verdict != "ok"],
+                "members": [s.to_json() | ({"production": in_production(s)} if s.verdict == "gap" else {})
+                            for s in self.statuses if s.verdict != "ok"],
                 "ok": [s.item.label for s in self.statuses if s.verdict == "ok"],
                 "draft_role_missing": [s.to_json() for s in self.draft_statuses],
                 "eagle3_interface": [s.to_json() for s in self.eagle3],
@@ -246,6 +248,7 @@ class Report:
     wrappers: list[str]  # every wrapper model found in the tree
     seconds: float = 0.0
     syntax_errors: list[str] = field(default_factory=list)
+    launch: Launch | None = None  # the production launch; None: every gap counts as on its path
 
     @property
     def problems(self) -> list[str]:
@@ -254,6 +257,21 @@ class Report:
     @property
     def gaps(self) -> int:
         return sum(len(m.gaps) for m in self.models)
+
+    def in_production(self, status: MemberStatus) -> bool:
+        return self.launch is None or self.launch.takes(status.item)
+
+    @property
+    def production_gaps(self) -> int:
+        return sum(self.in_production(g) for m in self.models for g in m.gaps)
+
+    @property
+    def exit_code(self) -> int:
+        """0 clean; 1 what can stop the production launch (a gap on its path, a failing EAGLE-3
+        interface member, an underived contract); 3 gaps only on paths it does not take."""
+        if self.problems or self.production_gaps or self.eagle3_failures:
+            return 1
+        return 3 if self.gaps else 0
 
     @property
     def eagle3_failures(self) -> int:
@@ -268,8 +286,10 @@ class Report:
 
     def to_json(self) -> dict:
         return {"tree": self.tree, "version": self.version, "passed": self.passed, "gaps": self.gaps,
+                "production_gaps": self.production_gaps, "other_gaps": self.gaps - self.production_gaps,
+                "production": self.launch.to_json() if self.launch else None,
                 "eagle3_failures": self.eagle3_failures,
-                "problems": self.problems, "models": [m.to_json() for m in self.models],
+                "problems": self.problems, "models": [m.to_json(self.in_production) for m in self.models],
                 "wiring": self.wiring.to_json(), "wrappers": self.wrappers,
                 "contract": self.contract.to_json(), "seconds": round(self.seconds, 3),
                 "syntax_errors": self.syntax_errors}
@@ -429,11 +449,12 @@ def _cache_file(tree: Path) -> Path | None:
 
 
 def check_tree(tree: Path, models=None, *, all_models: bool = False, cache: bool = True,
-               analysis: Analysis | None = None) -> Report:
+               analysis: Analysis | None = None, launch: Launch | None = None) -> Report:
     """Check ``tree`` (an upstream-shaped checkout) against the contract derived from it.
 
     ``models``: class names to check (default: ``DEFAULT_MODELS``); ``all_models``: every wrapper
-    model in the tree instead (plus any named).
+    model in the tree instead (plus any named); ``launch``: the production launch, to tell the
+    gaps on its path from the rest (``production.production_launch``).
     """
     started = time.perf_counter()
     an = analysis or Analysis(tree, cache=cache)
@@ -449,7 +470,7 @@ def check_tree(tree: Path, models=None, *, all_models: bool = False, cache: bool
         m.eagle3 = eagle3.interface(m, an.eagle3_requirements(m.name))
     wrappers = sorted(r.name for r in wrapper_refs) if all_models else []
     report = Report(str(an.path), an.version(), contract, reports, an.wiring, wrappers,
-                    syntax_errors=list(an.tree.syntax_errors))
+                    syntax_errors=list(an.tree.syntax_errors), launch=launch)
     an.save()
     report.seconds = time.perf_counter() - started
     return report

@@ -45,7 +45,7 @@ PROPAGATION = ("local alias (`m = self.model_runner.model; m.x`)",
 # Feature paths, by keywords found in the access's file, enclosing function and enclosing
 # conditions (and those of the call sites that lead to it). "core" when none matches.
 FEATURES = ("eagle3", "cuda-graph", "piecewise-graph", "eplb", "pipeline", "context-parallel", "lora",
-            "weight-update")
+            "weight-update", "pdmux")
 _FEATURE_RULES = (
     ("eagle3", re.compile(r"eagle|speculative|spec_info|spec_algorithm|is_draft|draft_|aux_hidden|"
                           r"hot_token|\bmtp\b|nextn", re.I)),
@@ -58,6 +58,7 @@ _FEATURE_RULES = (
     ("lora", re.compile(r"lora", re.I)),
     ("weight-update", re.compile(r"update_weights?|weights_from|checkpoint_engine|weight_checker|"
                                  r"named_tensors|weight_sync|refit", re.I)),
+    ("pdmux", re.compile(r"split_prefill|pdmux", re.I)),
 )
 
 # A runtime file (and, inside it, a function) is analysed from the start only if its text shows one

@@ -58,7 +58,7 @@ def render_eagle3(m: ModelReport, everything: bool = False) -> list[str]:
     return lines
 
 
-def render_model(m: ModelReport, inner_attr: str | None = None) -> list[str]:
+def render_model(m: ModelReport, inner_attr: str | None = None, in_production=lambda status: True) -> list[str]:
     lines = [f"{m.name}  ({short(m.location)})"]
     attr = inner_attr or (m.inners[0]["attr"] if m.inners else None)
     if m.wrapper:
@@ -69,13 +69,14 @@ def render_model(m: ModelReport, inner_attr: str | None = None) -> list[str]:
     if gaps:
         lines.append(f"  {len(gaps)} gap{'s' if len(gaps) != 1 else ''}: required by the runtime, "
                      "provided by the inner model, missing here")
-        rows = [["MEMBER", "FEATURE PATHS", "FIX", "FAILS AT"]]
-        for s in gaps:
+        rows = [["MEMBER", "PRODUCTION", "FEATURE PATHS", "FIX", "FAILS AT"]]
+        for s in sorted(gaps, key=lambda s: not in_production(s)):
             inner = next((c for c, lk in s.inner if lk.ok), "inner")
             fix = f"delegate to self.{attr} ({inner})" if attr else "delegate to the inner model"
             if s.item.param:
                 fix = f"accept and pass {s.item.param} ({inner} does)"
-            rows.append([s.item.label, ",".join(s.item.features), fix, _sites(s)])
+            rows.append([s.item.label, "yes" if in_production(s) else "no", ",".join(s.item.features), fix,
+                         _sites(s)])
         lines += _table(rows)
     else:
         lines.append("  no gaps")
@@ -106,6 +107,8 @@ def render(report: Report, *, extra_checks: list[tuple[str, bool, str]] = (),
              f"contract: {len(c.target)} target-model members ({req} required), {len(c.draft)} "
              f"draft-model members, from {sites} access sites; patterns: "
              + ", ".join(f"{k} {v}" for k, v in c.patterns.items())]
+    if report.launch:
+        lines.append(f"production launch: {report.launch.summary} ({report.launch.source})")
     for p in report.problems:
         lines.append(f"ERROR: {p}")
     if show_contract:
@@ -120,15 +123,15 @@ def render(report: Report, *, extra_checks: list[tuple[str, bool, str]] = (),
     if len(report.models) > 1:
         found = f" ({len(report.wrappers)} loadable wrapper models in the tree)" if report.wrappers else ""
         lines += ["", f"{len(report.models)} models{found}:"]
-        rows = [["MODEL", "INNER", "GAPS", "MISSING (REQUIRED, INNER HAS IT)"]]
+        rows = [["MODEL", "INNER", "GAPS", "PRODUCTION", "MISSING (REQUIRED, INNER HAS IT)"]]
         for m in sorted(report.models, key=lambda m: (-len(m.gaps), m.name)):
             inner = ",".join(sorted({c for inn in m.inners for c in inn["classes"]})) or "-"
-            rows.append([m.name, inner[:40], str(len(m.gaps)),
+            rows.append([m.name, inner[:40], str(len(m.gaps)), str(sum(map(report.in_production, m.gaps))),
                          ", ".join(s.item.label for s in m.gaps) or "-"])
         lines += _table(rows, "  ")
     detailed = report.models if len(report.models) <= 3 else [m for m in report.models if m.gaps]
     for m in detailed:
-        lines += [""] + render_model(m)
+        lines += [""] + render_model(m, in_production=report.in_production)
         if show_contract and m.eagle3:
             lines += render_eagle3(m, everything=True)
     w = report.wiring
@@ -145,7 +148,9 @@ def render(report: Report, *, extra_checks: list[tuple[str, bool, str]] = (),
         verdict.append("contract not derived")
     gap_models = [m for m in report.models if m.gaps]
     verdict.append(f"{report.gaps} gap{'s' if report.gaps != 1 else ''} in {len(gap_models)} of "
-                   f"{len(report.models)} model{'s' if len(report.models) != 1 else ''}")
+                   f"{len(report.models)} model{'s' if len(report.models) != 1 else ''}"
+                   + (f" ({report.production_gaps} on the production launch's paths, "
+                      f"{report.gaps - report.production_gaps} elsewhere)" if report.launch and report.gaps else ""))
     if report.eagle3_failures:
         verdict.append(f"{report.eagle3_failures} EAGLE-3 interface member"
                        f"{'s' if report.eagle3_failures != 1 else ''} failing")

@@ -1,0 +1,138 @@
+"""Which feature paths our production launch takes, so a gap there is told apart from the rest.
+
+The launch is the replica command of ``deploy/compose/compose.yaml`` (the same flags as the
+Kubernetes base and docs/deploy.md; tests/test_deploy.py keeps them equal). A feature path is on
+when the launch turns it on, or when the tree's ``ServerArgs`` leaves it on by default and the
+launch does not turn it off. A switch the tree does not show as a plain field counts as on: a gap
+is reported as off the production path only when the launch provably does not take it.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import yaml
+
+if TYPE_CHECKING:  # core imports this module
+    from .core import ContractItem, MemberStatus
+
+
+LAUNCH_FILE = Path("deploy") / "compose" / "compose.yaml"
+
+# feature -> (ServerArgs field, how its value turns the path on). "weight-update" is a runtime API
+# (update_weights_from_*), never a launch flag, and the deployment does not call it.
+SWITCHES = {
+    "eagle3": ("speculative_algorithm", lambda v: v not in (None, "None", "")),
+    "cuda-graph": ("disable_cuda_graph", lambda v: v is not True),
+    "piecewise-graph": ("enable_piecewise_cuda_graph", lambda v: v is not False),
+    "eplb": ("enable_eplb", lambda v: v is True),
+    "pipeline": ("pp_size", lambda v: isinstance(v, int) and v > 1),
+    "context-parallel": ("attn_cp_size", lambda v: isinstance(v, int) and v > 1),
+    "lora": ("enable_lora", lambda v: v is True),
+    "pdmux": ("enable_pdmux", lambda v: v is True),
+}
+# Launch flags that also turn a path on (lora by its adapters) or off (piecewise by its opt-out).
+ALSO = {"--lora-paths": ("lora", True), "--disable-piecewise-cuda-graph": ("piecewise-graph", False)}
+LABELS = {"eagle3": "EAGLE-3", "cuda-graph": "CUDA graphs", "piecewise-graph": "piecewise CUDA graphs",
+          "eplb": "EPLB", "pipeline": "pipeline parallel", "context-parallel": "context parallel",
+          "lora": "LoRA", "pdmux": "PD multiplexing"}
+
+_FIELD_FILES = ("python/sglang/srt/server_args.py", "python/sglang/srt/arg_groups/fields")
+
+
+@dataclass(frozen=True)
+class Launch:
+    source: str  # where the flags came from
+    features: frozenset[str]  # the feature paths it takes ("core" always)
+    tp: int
+
+    def takes(self, item: "ContractItem") -> bool:
+        """A member is on the production path when one site that needs it has only features the
+        launch takes (a site under ``eplb`` and ``eagle3`` needs both)."""
+        sites = item.required_sites or item.sites
+        return any(set(s.features) <= self.features for s in sites)
+
+
+    @property
+    def summary(self) -> str:
+        shown = [LABELS[f] for f in LABELS if f in self.features]
+        return ", ".join([f"TP {self.tp}"] + shown)
+
+    def to_json(self) -> dict:
+        return {"source": self.source, "features": sorted(self.features), "tp": self.tp}
+
+
+def launch_args(root: Path) -> list[str] | None:
+    path = Path(root) / LAUNCH_FILE
+    if not path.is_file():
+        return None
+    doc = yaml.safe_load(path.read_text())
+    command = (doc or {}).get("x-replica", {}).get("command")
+    return [str(a) for a in command] if isinstance(command, list) else None
+
+
+def parse_flags(argv: list[str]) -> dict[str, object]:
+    """``--tp-size 8 --enable-metrics`` -> {"tp_size": 8, "enable_metrics": True}."""
+    values: dict[str, object] = {}
+    for i, arg in enumerate(argv):
+        if not arg.startswith("--"):
+            continue
+        nxt = argv[i + 1] if i + 1 < len(argv) else None
+        value: object = True if nxt is None or nxt.startswith("--") else _literal(nxt)
+        values[arg[2:].replace("-", "_")] = value
+    return values
+
+
+def _literal(text: str) -> object:
+    if re.fullmatch(r"-?\d+", text):
+        return int(text)
+    return {"True": True, "False": False, "None": None}.get(text, text)
+
+
+def field_defaults(tree: Path, names) -> dict[str, object]:
+    """Literal defaults of ServerArgs fields (``name: type = literal`` in a class body), in the
+    0.5.9 layout (server_args.py) and the later one (arg_groups/fields/*.py). A field not found,
+    or not a literal, is absent from the result."""
+    wanted = set(names)
+    found: dict[str, object] = {}
+    for path in _field_files(Path(tree)):
+        text = path.read_text(encoding="utf-8", errors="replace")
+        if not any(n in text for n in wanted):
+            continue
+        for cls in (n for n in ast.parse(text).body if isinstance(n, ast.ClassDef)):
+            for stmt in cls.body:
+                if (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)
+                        and stmt.target.id in wanted and stmt.value is not None):
+                    try:
+                        found.setdefault(stmt.target.id, ast.literal_eval(stmt.value))
+                    except ValueError:
+                        pass
+    return found
+
+
+def _field_files(tree: Path) -> list[Path]:
+    files = []
+    for rel in _FIELD_FILES:
+        base = tree / rel
+        files += sorted(base.glob("*.py")) if base.is_dir() else [base] if base.is_file() else []
+    return files
+
+
+def production_launch(root: Path, tree: Path) -> Launch | None:
+    """The feature paths the production launch takes on this tree, or None without a launch file."""
+    argv = launch_args(root)
+    if argv is None:
+        return None
+    flags = parse_flags(argv)
+    defaults = field_defaults(tree, [name for name, _ in SWITCHES.values()])
+    features = {"core"} | {feature for feature, (name, on) in SWITCHES.items()
+                           if name not in flags and name not in defaults or on(flags.get(name, defaults.get(name)))}
+    for flag, (feature, on) in ALSO.items():
+        if flag in argv:
+            (features.add if on else features.discard)(feature)
+    tp = flags.get("tp_size", 1)
+    return Launch(str(LAUNCH_FILE), frozenset(features), tp if isinstance(tp, int) else 1)
