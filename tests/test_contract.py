@@ -152,6 +152,45 @@ def test_a_probe_whose_result_is_only_branched_on_stays_optional(tmp_path):
     assert "forward(pp_proxy_tensors)" not in {s.item.label for s in m.gaps}
 
 
+STORED_GETTERS = """
+class Manager:
+    def __init__(self, get_model, get_runner, not_a_getter):
+        self._get_model = get_model
+        self._get_runner = get_runner
+        self._plain = not_a_getter
+
+    def rebalance(self):
+        return self._get_model().through_a_stored_getter
+
+    def reload(self):
+        return self._get_runner().model.through_a_runner_getter
+
+    def elsewhere(self):
+        return self._plain().not_the_model
+"""
+GETTER_CALL = ("        self.load_model()\n",
+               "        self.load_model()\n"
+               "        self.manager = Manager(get_model=lambda: self.model, get_runner=lambda: self,\n"
+               "                               not_a_getter=lambda: self.loader)\n"
+               "        self.log(width=self.model.read_in_a_keyword, height=self.loader.not_the_model)\n")
+
+
+def test_members_reached_through_stored_getters_and_keyword_values_are_in_the_contract(tmp_path):
+    """``Manager(get_model=lambda: self.model)`` then ``self._get_model().x`` elsewhere (the
+    pattern upstream spreads from 0.5.16 on), and ``f(width=self.model.x)``: both were invisible."""
+    tree = make_tree(tmp_path, {"eplb/manager.py": STORED_GETTERS}, {"model_executor/model_runner.py": [
+        GETTER_CALL, ("import inspect\n", "import inspect\n\nfrom sglang.srt.eplb.manager import Manager\n")]})
+    target = check_tree(tree, ["LlamaForCausalLM"], cache=False).contract.target
+    for member, function in (("through_a_stored_getter", "Manager.rebalance"),
+                             ("through_a_runner_getter", "Manager.reload"),
+                             ("read_in_a_keyword", "ModelRunner.initialize")):
+        assert member in target, sorted(target)
+        (site,) = target[member].sites
+        assert site.function == function and site.guard is None
+    # the twins: a getter of something else, and a keyword value read on something else
+    assert "not_the_model" not in target
+
+
 def test_every_gap_of_a_wrapper_is_reported_in_one_run(mini):
     report = check_tree(mini, ["PlainVLM"], cache=False)
     m = report.model("PlainVLM")
@@ -575,6 +614,18 @@ def test_pristine_0_5_12_wheel_passes_both(pristine):
     assert checks.run_check("eagle3-capture-wiring", tree).passed
     assert not checks.run_check("sm120-allreduce-fusion-gate", tree).passed
     assert not checks.run_check("sm12-torch-symm-mem", tree).passed  # fixed in 0.5.14
+
+
+def test_pristine_0_5_16_eplb_reads_the_model_through_its_stored_getter(pristine):
+    """0.5.16 hands EPLBManager ``get_model=lambda: self.model`` and reads
+    ``self._get_model().routed_experts_weights_of_layer`` later: the contract follows it (the
+    history benchmark counted the member "unused" there, as if upstream had dropped the call)."""
+    tree = pristine("0.5.16")
+    assert "get_model=lambda: self.model" in (tree / SRT / "model_executor/model_runner.py").read_text()
+    item = check_tree(tree).contract.target["routed_experts_weights_of_layer"]
+    sites = {(a.location, a.function) for a in item.required_sites}
+    assert (f"{SRT}/eplb/eplb_manager.py:182", "EPLBManager._compute_update_layer_ids_chunks") in sites
+    assert item.features == ["eplb"]
 
 
 def _series_checks() -> set[str]:

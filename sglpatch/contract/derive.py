@@ -40,6 +40,7 @@ PATTERNS = {
 PROPAGATION = ("local alias (`m = self.model_runner.model; m.x`)",
                "instance attribute (`self.m = <model>` in one method, `self.m.x` in another)",
                "call argument (`helper(model=self.model)` -> `model.x` inside helper, across modules)",
+               "stored getter (`Manager(get_model=lambda: self.model)` -> `self._get_model().x`)",
                "`type(<model>)` -> the model class")
 
 # Feature paths, by keywords found in the access's file, enclosing function and enclosing
@@ -105,9 +106,14 @@ _DRAFT_RUNNER_NAME = re.compile(r"^_?(draft|mtp)_\w*runner\w*$")
 
 @dataclass(frozen=True)
 class Val:
-    kind: str  # runner | worker | model | class | archtuple
+    kind: str  # runner | worker | model | class | archtuple | getter:<one of those> (a stored lambda)
     role: str  # target | draft | any
     pattern: str = field(default="", compare=False, hash=False)
+
+
+# Values followed into instance attributes and through stored getters.
+_FOLLOWED = ("runner", "worker", "model", "class")
+GETTER = "getter:"
 
 
 @dataclass
@@ -518,7 +524,13 @@ class _Walker:
             if _DRAFT_RUNNER_NAME.match(e.attr):
                 return Val("runner", "draft", "draft-runner")
             return None
+        if isinstance(e, ast.Lambda):  # get_model=lambda: self.model: a stored getter
+            inner = self.ev(e.body) if not (e.args.args or e.args.posonlyargs) else None
+            return Val(GETTER + inner.kind, inner.role, inner.pattern) if inner and inner.kind in _FOLLOWED else None
         if isinstance(e, ast.Call):
+            getter = self.ev(e.func)
+            if getter is not None and getter.kind.startswith(GETTER):  # self._get_model()
+                return Val(getter.kind[len(GETTER):], getter.role, getter.pattern)
             name = dotted(e.func) or ""
             last = name.rpartition(".")[2]
             if last == "get_model_architecture":
@@ -571,7 +583,7 @@ class _Walker:
                             self.env[first.id] = Val("class", v.role, v.pattern)
                     elif (isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name)
                           and self.self_name and t.value.id == self.self_name and self.cls is not None
-                          and v is not None and v.kind in ("runner", "worker", "model", "class")
+                          and v is not None and (v.kind in _FOLLOWED or v.kind.startswith(GETTER))
                           and not self.is_runner):
                         self.d.set_attr_root(self.cls, t.attr, v)
             if self.env == before:
@@ -818,6 +830,8 @@ class _Walker:
                 continue
             if isinstance(child, ast.expr):
                 self.expr(child)
+            elif isinstance(child, ast.keyword):  # f(x=model.member): not an ast.expr
+                self.expr(child.value)
             elif isinstance(child, ast.comprehension):
                 self.expr(child.iter)
                 for cond in child.ifs:
