@@ -96,6 +96,10 @@ def test_stray_patch_file_is_a_warning_not_an_error(tmp_path, good_patch):
     assert series.names == ["0001-a.patch"]
     assert series.stray == ("0009-forgotten.patch",)
     assert warnings and "0009-forgotten.patch" in warnings[0] and "not in the series" in warnings[0]
+    # the directory's README and an editor's dotfiles are not patches; a readme.md in other case is
+    for name in ("README.md", ".0001-a.patch.swp", "readme.md"):
+        (root / "patches" / name).write_text("notes\n")
+    assert read_series(root, warn=warnings.append).stray == ("0009-forgotten.patch", "readme.md")
 
 
 def test_missing_series_file(tmp_path):
