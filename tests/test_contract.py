@@ -191,6 +191,48 @@ def test_members_reached_through_stored_getters_and_keyword_values_are_in_the_co
     assert "not_the_model" not in target
 
 
+CALLER_GUARD = ("    def kernel_warmup(self):\n        pass\n",
+                "    def kernel_warmup(self):\n"
+                "        if not hasattr(self.model, 'probed_by_the_caller'):\n"
+                "            return\n"
+                "        outer_helper(self.model)\n"
+                "        if hasattr(self.model, 'probed_around_the_call'):\n"
+                "            read_around(self.model)\n"
+                "{twin}")
+CALLER_GUARD_HELPERS = ("def register_hooks(model, hooks):\n",
+                        "def outer_helper(model):\n"
+                        "    return inner_helper(model)\n\n\n"
+                        "def inner_helper(model):\n"
+                        "    return model.probed_by_the_caller\n\n\n"
+                        "def read_around(model):\n"
+                        "    return model.probed_around_the_call\n\n\n"
+                        "def register_hooks(model, hooks):\n")
+
+
+@pytest.mark.parametrize("twin, required", [
+    ("", False),
+    # the twin: one more call site that probes nothing, so absence still breaks that path
+    ("\n    def init_device_graphs(self):\n        read_around(self.model)\n"
+     "        self.graph_runner = CudaGraphRunner(self)\n", True),
+])
+def test_a_guard_in_the_caller_protects_the_reads_in_its_helpers(tmp_path, twin, required):
+    """``if not hasattr(model, "x"): return`` then ``helper(model)`` reading ``model.x``: the read
+    is guarded on every path that reaches it, also two helpers down (0.5.10 and 0.5.11's
+    ``resolve_language_model`` under ``init_piecewise_cuda_graphs``; issue 16)."""
+    old, new = CALLER_GUARD
+    edits = [(old, new.format(twin=twin)), CALLER_GUARD_HELPERS]
+    if twin:
+        edits.append(("    def init_device_graphs(self):\n        self.graph_runner = CudaGraphRunner(self)\n", ""))
+    tree = make_tree(tmp_path, {}, {"model_executor/model_runner.py": edits})
+    target = check_tree(tree, ["LlamaForCausalLM"], cache=False).contract.target
+    deep = target["probed_by_the_caller"]
+    assert [(a.function, a.guard) for a in deep.sites if a.kind == "attr"] == [("inner_helper", "hasattr")]
+    assert not deep.required
+    around = target["probed_around_the_call"]
+    assert around.required is required
+    assert {a.guard for a in around.sites if a.function == "read_around"} == ({None} if required else {"hasattr"})
+
+
 def test_every_gap_of_a_wrapper_is_reported_in_one_run(mini):
     report = check_tree(mini, ["PlainVLM"], cache=False)
     m = report.model("PlainVLM")
@@ -603,6 +645,19 @@ def test_pristine_0_5_10_fixed_kimi_but_not_the_wiring(pristine):
     assert not report.wiring.passed
     assert checks.run_check("kimi-k25-eagle3-interface", tree).passed
     assert not checks.run_check("eagle3-capture-wiring", tree).passed
+
+
+def test_pristine_0_5_11_kimi_lacks_model_but_the_caller_guards_the_read(pristine):
+    """0.5.11 dropped KimiK25's ``.model`` again, but ``init_piecewise_cuda_graphs`` returns early
+    without it before ``resolve_language_model(self.model)`` reads it: piecewise CUDA graphs are
+    silently off for KimiK25, not a crash. The twin is 0.5.9 (no such guard: a gap, above)."""
+    tree = pristine("0.5.11")
+    report = check_tree(tree)
+    kimi = report.model(KIMI)
+    assert kimi.gaps == [] and "model" in {s.item.label for s in kimi.by("optional")}
+    (site,) = [a for a in report.contract.target["model"].sites if a.function == "resolve_language_model"]
+    assert site.guard == "hasattr" and site.via
+    assert checks.run_check("kimi-k25-eagle3-interface", tree).passed
 
 
 def test_pristine_0_5_12_wheel_passes_both(pristine):

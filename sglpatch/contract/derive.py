@@ -164,6 +164,7 @@ class KeyResult:
     #                      | ("named", name, line, path)
     local_features: dict  # callee key -> features at the call site
     guarded_calls: set  # callee keys whose call site was guarded
+    call_facts: list = field(default_factory=list)  # (callee key, {member: guard} known at the call)
 
 
 class Deriver:
@@ -316,7 +317,7 @@ class Deriver:
         walker = _Walker(self, key, info)
         walker.run()
         self.results[key] = KeyResult(walker.accesses, walker.events, walker.edge_features,
-                                      walker.guarded_edges)
+                                      walker.guarded_edges, walker.call_facts)
 
     def set_attr_root(self, cls: ClassRef, attr: str, val: Val) -> None:
         roots = self.attr_roots.setdefault(cls, {})
@@ -412,14 +413,44 @@ class Deriver:
                     sites.setdefault(ev[1], []).append(ev[1] in r.guarded_calls)
         return {k for k, flags in sites.items() if flags and all(flags)}
 
+    def caller_guards(self) -> dict[tuple, dict[str, str]]:
+        """Per helper receiving the model: the members every call site has already probed (under
+        ``if hasattr(model, "x")`` or after ``if not hasattr(model, "x"): return``), with the guard
+        that holds there, carried down chains of helpers. Entries (no bound parameters) may have
+        callers the walk never sees, so they inherit nothing."""
+        calls: dict[tuple, list[tuple]] = {}
+        for k, r in self.results.items():
+            for callee, facts in r.call_facts:
+                if callee[2]:
+                    calls.setdefault(callee, []).append((k, facts))
+        inherited: dict[tuple, dict[str, str]] = {}
+        for _ in range(10):  # each round carries the facts one helper further down a chain
+            changed = False
+            for callee, sites in calls.items():
+                merged = None
+                for caller, facts in sites:
+                    here = {**inherited.get(caller, {}), **facts}
+                    merged = here if merged is None else {
+                        m: _required_first(g, here[m]) for m, g in merged.items() if m in here}
+                if merged != inherited.get(callee, {}):
+                    inherited[callee] = merged
+                    changed = True
+            if not changed:
+                break
+        return inherited
+
     def accesses(self) -> list[Access]:
         feats, via = self.inherited()
         guarded = self.guarded_helpers()
+        by_callers = self.caller_guards()
         merged: dict[tuple, Access] = {}
         for k, r in self.results.items():
             for a in r.accesses:
                 if k in guarded and a.guard is None:
                     a = Access(**{**a.__dict__, "guard": "try-except"})
+                inherited = by_callers.get(k, {}).get(a.member)
+                if a.guard is None and inherited is not None and a.kind in ("attr", "call"):
+                    a = Access(**{**a.__dict__, "guard": "fallback" if inherited == "absent" else inherited})
                 fs = set(a.features) | feats.get(k, set())
                 fs.discard("core")
                 sk = a.site_key()
@@ -451,6 +482,7 @@ class _Walker:
         self.events: list[tuple] = []
         self.edge_features: dict[tuple, set] = {}
         self.guarded_edges: set = set()
+        self.call_facts: list = []
         self.known: dict[str, str] = {}
         self.try_guard = 0
         self.tests: list[ast.AST] = []
@@ -1002,6 +1034,7 @@ class _Walker:
         self.edge_features.setdefault(key, set()).update(fs - {"core"})
         if self.try_guard:
             self.guarded_edges.add(key)
+        self.call_facts.append((key, dict(self.known)))
         if key not in self.d.results:
             self.d.enqueue(key)
 
@@ -1052,6 +1085,11 @@ class _Walker:
             if node is not None:
                 return self.d.tree.module(owner.module), owner, "__init__", True, False
         return None
+
+
+def _required_first(a: str, b: str) -> str:
+    """The guard two call sites agree on: one that still requires the member wins."""
+    return a if a in ("checked", "asserted") or b not in ("checked", "asserted") else b
 
 
 _LEAVES = (ast.Name, ast.Constant, ast.operator, ast.cmpop, ast.boolop, ast.unaryop, ast.expr_context)
