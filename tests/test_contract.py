@@ -233,6 +233,70 @@ def test_a_guard_in_the_caller_protects_the_reads_in_its_helpers(tmp_path, twin,
     assert {a.guard for a in around.sites if a.function == "read_around"} == ({None} if required else {"hasattr"})
 
 
+LOADER = """
+def _initialize_model(model_config, load_config):
+    model_class = get_model_architecture(model_config)
+    model = model_class(config=model_config.hf_config)
+    model.every_model_gets_this = load_config.shared
+    if load_config.rl:
+        model.only_some_models_get_this = True
+    return model
+
+
+def _reload(model_class, config):
+    model = model_class(config=config)
+    model.built_but_not_returned = True
+    return None
+"""
+PROTOCOL_READS = """
+from typing import Protocol, runtime_checkable
+
+
+@runtime_checkable
+class SupportsProjection(Protocol):
+    def set_projector(self, projector): ...
+
+
+class NotAProtocol:
+    def set_other(self, projector): ...
+
+
+def configure(model):
+    if not isinstance(model, SupportsProjection):
+        return False
+    model.set_projector(None)
+    if not isinstance(model, NotAProtocol):
+        return False
+    model.set_other(None)
+    model.every_model_gets_this.clear()
+    model.only_some_models_get_this.clear()
+    model.built_but_not_returned.clear()
+"""
+
+
+def test_what_the_loader_sets_on_every_model_and_protocol_checks_are_known(tmp_path):
+    """The loader sets ``model.X`` on every model it builds (0.5.23's shared_experts_config), and
+    ``isinstance(model, P)`` for a Protocol probes P's members (0.5.23's DSpark projector); the
+    twins: an attribute set only under a condition or on a model the function does not return,
+    and an isinstance test against an ordinary class."""
+    tree = make_tree(tmp_path, {"models/plain_wrapper.py": PLAIN_WRAPPER, "model_loader/loader.py": LOADER,
+                                "speculative/projection.py": PROTOCOL_READS},
+                     {"model_executor/model_runner.py": [
+                         ("    def kernel_warmup(self):\n        pass\n",
+                          "    def kernel_warmup(self):\n        configure(self.model)\n"),
+                         ("import inspect\n", "import inspect\n\nfrom sglang.srt.speculative.projection import configure\n")]})
+    report = check_tree(tree, ["PlainVLM"], cache=False)
+    target = report.contract.target
+    assert [a.guard for a in target["set_projector"].sites] == ["hasattr"]
+    assert target["set_other"].required
+    found = statuses(report, "PlainVLM")
+    given = found["every_model_gets_this"]
+    assert given.verdict == "ok" and given.lookup.owner == "the model loader"
+    assert given.lookup.location == f"{SRT}/model_loader/loader.py:5"
+    assert found["only_some_models_get_this"].verdict == "unsupported"
+    assert found["built_but_not_returned"].verdict == "unsupported"
+
+
 def test_every_gap_of_a_wrapper_is_reported_in_one_run(mini):
     report = check_tree(mini, ["PlainVLM"], cache=False)
     m = report.model("PlainVLM")
@@ -681,6 +745,21 @@ def test_pristine_0_5_16_eplb_reads_the_model_through_its_stored_getter(pristine
     sites = {(a.location, a.function) for a in item.required_sites}
     assert (f"{SRT}/eplb/eplb_manager.py:182", "EPLBManager._compute_update_layer_ids_chunks") in sites
     assert item.features == ["eplb"]
+
+
+def test_pristine_0_5_23_loader_attributes_and_protocol_probes_are_not_missing(pristine):
+    """0.5.23's loader sets ``model.shared_experts_config`` on every model, and DSpark calls
+    ``set_dspark_target_hidden_projector`` only after ``isinstance(target_model, <Protocol>)``:
+    each was reported missing on all 47 wrappers."""
+    tree = pristine("0.5.23")
+    report = check_tree(tree, all_models=True)
+    shared = {s.item.label: s for s in report.model(KIMI).statuses}["shared_experts_config"]
+    assert shared.verdict == "ok" and shared.lookup.location == f"{SRT}/model_loader/loader.py:311"
+    (site,) = report.contract.target["set_dspark_target_hidden_projector"].sites
+    assert site.guard == "hasattr" and site.location == f"{SRT}/speculative/dspark_components/dspark_worker_v2.py:143"
+    for m in report.models:
+        labels = {s.item.label for s in m.statuses if s.verdict != "ok"}
+        assert not labels & {"shared_experts_config", "set_dspark_target_hidden_projector"}, m.name
 
 
 def _series_checks() -> set[str]:

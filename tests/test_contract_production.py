@@ -48,8 +48,10 @@ def test_the_production_launch_takes_what_its_flags_and_the_releases_defaults_tu
     launch = production_launch(REPO_ROOT, tree)
     assert launch.features == expected and launch.tp == 8
     assert launch.summary.startswith("TP 8, EAGLE-3, CUDA graphs")
-    defaults = field_defaults(tree, ["enable_eplb", "pp_size", "speculative_algorithm", "enable_pdmux"])
-    assert defaults == {"enable_eplb": False, "pp_size": 1, "speculative_algorithm": None, "enable_pdmux": False}
+    defaults = field_defaults(tree, ["enable_eplb", "pp_size", "speculative_algorithm", "enable_pdmux",
+                                     "dllm_algorithm"])
+    assert defaults == {"enable_eplb": False, "pp_size": 1, "speculative_algorithm": None, "enable_pdmux": False,
+                        "dllm_algorithm": None}
 
 
 def test_flags_turn_paths_on_and_off(tmp_path):
@@ -93,6 +95,7 @@ class ServerArgs:
     attn_cp_size: int = 1
     enable_lora: bool | None = None
     enable_pdmux: bool = False
+    dllm_algorithm: str | None = None
 '''
 
 # test_contract's PlainVLM with the EAGLE-3 members delegated: only off-path gaps are left

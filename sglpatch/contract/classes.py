@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from .evaluate import UNKNOWN, Evaluator, Raised, PathRaises, is_none
 from .external import PRETRAINED_DEFAULT_RAISES, PRETRAINED_MODEL_BASES, PRETRAINED_MODEL_MEMBERS
+from .loader import loader_set_attributes
 from .tree import MODELS, SRT, ClassOutline, Member, SourceTree, Symbol, dotted
 
 # torch.nn.Module's public (and commonly used private) attributes: the one external base every
@@ -93,6 +94,14 @@ class ClassIndex:
         self._lm: dict[ClassRef, bool] = {}
         self._wrapper: dict[ClassRef, bool] = {}
         self._getattr_paths: dict[tuple, list] = {}
+        self._loader_set: dict[str, str] | None = None
+
+    @property
+    def loader_set(self) -> dict[str, str]:
+        """Attributes the model loader sets on every model it builds (``loader.py``)."""
+        if self._loader_set is None:
+            self._loader_set = loader_set_attributes(self.tree)
+        return self._loader_set
 
     # ------------------------------------------------------------ lookup of classes
 
@@ -201,6 +210,8 @@ class ClassIndex:
             kind = m.kind + (f" ({m.where}{', conditional' if m.conditional else ''})"
                              if m.kind == "self-attr" else "")
             return Lookup("present", c.qualname, kind, self.location(c, m.line))
+        if not on_class and member in self.loader_set:
+            return Lookup("present", "the model loader", "set on every model", self.loader_set[member])
         if not on_class and _depth < 3:
             owner = next((c for c in self.mro(ref) if isinstance(c, ClassRef) and self.outline(c)
                           and self.outline(c).getattr_forward is not None), None)

@@ -46,7 +46,7 @@ PROPAGATION = ("local alias (`m = self.model_runner.model; m.x`)",
 # Feature paths, by keywords found in the access's file, enclosing function and enclosing
 # conditions (and those of the call sites that lead to it). "core" when none matches.
 FEATURES = ("eagle3", "cuda-graph", "piecewise-graph", "eplb", "pipeline", "context-parallel", "lora",
-            "weight-update", "pdmux")
+            "weight-update", "pdmux", "dllm")
 _FEATURE_RULES = (
     ("eagle3", re.compile(r"eagle|speculative|spec_info|spec_algorithm|is_draft|draft_|aux_hidden|"
                           r"hot_token|\bmtp\b|nextn", re.I)),
@@ -60,6 +60,7 @@ _FEATURE_RULES = (
     ("weight-update", re.compile(r"update_weights?|weights_from|checkpoint_engine|weight_checker|"
                                  r"named_tensors|weight_sync|refit", re.I)),
     ("pdmux", re.compile(r"split_prefill|pdmux", re.I)),
+    ("dllm", re.compile(r"dllm", re.I)),
 )
 
 # A runtime file (and, inside it, a function) is analysed from the start only if its text shows one
@@ -820,7 +821,23 @@ class _Walker:
             pos[m] = "hasattr"
             if isinstance(test, ast.Call) and _call_name(test) == "hasattr":
                 neg[m] = "absent"  # the else side (or code after `if hasattr(..): return`)
+        # isinstance(model, P) for a Protocol P probes each of P's members (the else side only
+        # knows that one of them is missing, so it learns nothing)
+        pos.update(dict.fromkeys(self.protocol_members(test), "hasattr"))
         return pos, neg
+
+    def protocol_members(self, test) -> list[str]:
+        if not (isinstance(test, ast.Call) and _call_name(test) == "isinstance" and len(test.args) == 2
+                and isinstance(test.args[1], (ast.Name, ast.Attribute))):
+            return []
+        base = self.ev(test.args[0])
+        if base is None or base.kind != "model":
+            return []
+        ref = self.d.classes.resolve(self.mod.name, dotted(test.args[1]))
+        co = self.d.classes.outline(ref) if isinstance(ref, ClassRef) else None
+        if co is None or not any(b and b.rpartition(".")[2] == "Protocol" for b in co.bases):
+            return []
+        return [name for name in co.members if not name.startswith("__")]
 
     # ------------------------------------------------------------ expressions
 

@@ -34,12 +34,14 @@ SWITCHES = {
     "context-parallel": ("attn_cp_size", lambda v: isinstance(v, int) and v > 1),
     "lora": ("enable_lora", lambda v: v is True),
     "pdmux": ("enable_pdmux", lambda v: v is True),
+    "dllm": ("dllm_algorithm", lambda v: v not in (None, "None", "")),
 }
 # Launch flags that also turn a path on (lora by its adapters) or off (piecewise by its opt-out).
 ALSO = {"--lora-paths": ("lora", True), "--disable-piecewise-cuda-graph": ("piecewise-graph", False)}
 LABELS = {"eagle3": "EAGLE-3", "cuda-graph": "CUDA graphs", "piecewise-graph": "piecewise CUDA graphs",
           "eplb": "EPLB", "pipeline": "pipeline parallel", "context-parallel": "context parallel",
-          "lora": "LoRA", "pdmux": "PD multiplexing"}
+          "lora": "LoRA", "pdmux": "PD multiplexing",
+          "dllm": "diffusion LM"}
 
 _FIELD_FILES = ("python/sglang/srt/server_args.py", "python/sglang/srt/arg_groups/fields")
 
