@@ -297,6 +297,32 @@ def test_what_the_loader_sets_on_every_model_and_protocol_checks_are_known(tmp_p
     assert found["built_but_not_returned"].verdict == "unsupported"
 
 
+RUNTIME_CHOICE = PLAIN_WRAPPER.replace("PlainVLM", "ChosenVLM").replace(
+    "        self.language_model = LlamaForCausalLM(config.text_config, quant_config)\n",
+    "        lm_cls = self._language_model_cls(config.text_config)\n"
+    "        self.language_model = lm_cls(config.text_config, quant_config)\n")
+
+
+@pytest.mark.parametrize("entry, verdict", [
+    ("EntryClass = [LlamaForCausalLM]\n", "gap"),
+    # the twin: with no language model SGLang can load, nothing shows the member exists
+    ("EntryClass = []\n", "unverified"),
+])
+def test_an_inner_model_chosen_at_run_time_is_checked_against_every_candidate(tmp_path, entry, verdict):
+    """``self.language_model = lm_cls(...)`` (0.5.9's Llava, 0.5.23's Mistral3): any language model
+    SGLang loads may be the inner one, so a required member one of them has is a gap, not
+    "unverified" (which let ``check --all-models`` exit 0)."""
+    tree = make_tree(tmp_path, {"models/chosen.py": RUNTIME_CHOICE},
+                     {"models/llama.py": [("EntryClass = [LlamaForCausalLM]\n", entry)]})
+    m = check_tree(tree, ["ChosenVLM"], cache=False).model("ChosenVLM")
+    assert m.inners[0]["classes"] == ["<runtime choice>"]
+    found = {s.item.label: s for s in m.statuses}
+    capture = found["set_eagle3_layers_to_capture"]
+    assert capture.verdict == verdict
+    if verdict == "gap":
+        assert m.inners[0]["candidates"] == 1 and [c for c, _ in capture.inner] == ["LlamaForCausalLM"]
+
+
 def test_every_gap_of_a_wrapper_is_reported_in_one_run(mini):
     report = check_tree(mini, ["PlainVLM"], cache=False)
     m = report.model("PlainVLM")
@@ -760,6 +786,14 @@ def test_pristine_0_5_23_loader_attributes_and_protocol_probes_are_not_missing(p
     for m in report.models:
         labels = {s.item.label for s in m.statuses if s.verdict != "ok"}
         assert not labels & {"shared_experts_config", "set_dspark_target_hidden_projector"}, m.name
+
+
+def test_pristine_0_5_9_llava_picks_its_language_model_at_run_time(pristine):
+    report = check_tree(pristine("0.5.9"), ["LlavaForConditionalGeneration"])
+    llava = report.model("LlavaForConditionalGeneration")
+    assert llava.inners[0]["classes"] == ["<runtime choice>"] and llava.inners[0]["candidates"] > 100
+    assert {"set_eagle3_layers_to_capture", "get_embed_and_head"} <= {s.item.label for s in llava.gaps}
+    assert llava.by("unverified") == []
 
 
 def _series_checks() -> set[str]:

@@ -184,7 +184,10 @@ def _lookup(ci: ClassIndex, ref: ClassRef, item: ContractItem) -> Lookup:
     return Lookup("missing", None, None, where, f"{item.member}() has no parameter {item.param}")
 
 
-def check_model(ci: ClassIndex, ref: ClassRef, contract: Contract) -> ModelReport:
+def check_model(ci: ClassIndex, ref: ClassRef, contract: Contract,
+                runtime_candidates=lambda: []) -> ModelReport:
+    """``runtime_candidates()``: the classes an inner model chosen at run time may be (every
+    language model SGLang loads), asked only for such a wrapper."""
     wrapper = ci.is_wrapper(ref)
     inners = ci.inner_models(ref) if wrapper else []
     inner_refs: list[ClassRef] = []
@@ -198,6 +201,10 @@ def check_model(ci: ClassIndex, ref: ClassRef, contract: Contract) -> ModelRepor
             if c not in inner_refs:
                 inner_refs.append(c)
     dynamic = wrapper and not inner_refs
+    if dynamic:  # self.language_model = lm_cls(...): any language model SGLang loads may be it
+        inner_refs = list(runtime_candidates())
+        for j in inner_json:
+            j["candidates"] = len(inner_refs)
 
     draft_present: set[str] = set()
 
@@ -210,12 +217,14 @@ def check_model(ci: ClassIndex, ref: ClassRef, contract: Contract) -> ModelRepor
             return MemberStatus(item, "ok", lk)
         inner = [(c.name, _lookup(ci, c, item)) for c in inner_refs]
         inner_has = any(x.ok for _, x in inner)
+        if dynamic:  # only the candidates that have it matter to the verdict and the fix
+            inner = [(c, x) for c, x in inner if x.ok][:3]
         if lk.status == "unknown":
             verdict = "unknown"
         elif draft:
             return MemberStatus(item, "draft-role", lk, inner) if inner_has else None
         elif item.required:
-            verdict = "gap" if inner_has else ("unverified" if dynamic else "unsupported")
+            verdict = "gap" if inner_has else ("unverified" if dynamic and not inner_refs else "unsupported")
             if not wrapper:
                 verdict = "unsupported"
         else:
@@ -307,6 +316,7 @@ class Analysis:
         self._contract: Contract | None = None
         self._wiring: WiringResult | None = None
         self._rewrites: tuple | None = None
+        self._language_models: list[ClassRef] | None = None
 
     @property
     def deriver(self) -> Deriver:
@@ -378,6 +388,16 @@ class Analysis:
         self.tree.preload_outlines(mods + deps, workers=workers)
         refs = [ClassRef(m.name, n) for m in mods for n in m.outline.classes]
         return [r for r in refs if (not entry or r.name in entry) and self.classes.is_wrapper(r)]
+
+    def language_models(self, workers: int = 2) -> list[ClassRef]:
+        """Every language model SGLang can load (named in an ``EntryClass``, not a wrapper)."""
+        if self._language_models is None:
+            mods = [m for m in self.tree.package_modules("sglang.srt.models") if "EntryClass" in m.source]
+            entry = entry_class_names(mods)
+            self.tree.preload_outlines(mods, workers=workers)
+            refs = [ClassRef(m.name, n) for m in mods for n in m.outline.classes if n in entry]
+            self._language_models = [r for r in refs if self.classes.is_causal_lm(r) and not self.classes.is_wrapper(r)]
+        return self._language_models
 
     def save(self) -> None:
         self.tree.save_cache()
@@ -465,7 +485,7 @@ def check_tree(tree: Path, models=None, *, all_models: bool = False, cache: bool
     for r in wrapper_refs:
         if r not in refs:
             refs.append(r)
-    reports = [check_model(an.classes, r, contract) for r in refs]
+    reports = [check_model(an.classes, r, contract, an.language_models) for r in refs]
     for m in reports[:len(names)]:  # the models asked for (the default one included)
         m.eagle3 = eagle3.interface(m, an.eagle3_requirements(m.name))
     wrappers = sorted(r.name for r in wrapper_refs) if all_models else []
