@@ -5,7 +5,7 @@ Public API:
 - ``check_tree(tree, models=None, *, all_models=False) -> Report``: derive the target/draft model
   contract from ``tree`` (an upstream-shaped checkout, ``python/sglang/...``) and check the
   selected model classes (default ``KimiK25ForConditionalGeneration``) and the capture wiring.
-- Named checks registered with :mod:`sglpatch.checks` (importing this package registers them):
+- Named checks registered with :mod:`sglpatch.findings` (importing this package registers them):
   ``kimi-k25-eagle3-interface``, ``eagle3-capture-wiring``, ``sm120-allreduce-fusion-gate``,
   ``sm12-torch-symm-mem``.
 - ``register_cli(subparsers, common=None)``: the ``check`` command.

@@ -79,7 +79,7 @@ def _root(args) -> Path:
 
 def handler(args) -> int:
     from . import named
-    from ..checks import REGISTRY
+    from ..findings import REGISTRY
     tree = resolve_tree(args)
     an = named.analysis_for(tree)
     launch = production_launch(_root(args), tree)

@@ -1,4 +1,4 @@
-"""The named checks this module registers with :mod:`sglpatch.checks`.
+"""The named checks this module registers with :mod:`sglpatch.findings`.
 
 Each takes an upstream-shaped tree and returns findings (empty = pass). The build runs them as a
 gate on the patched tree; the rebase runs ``Drop-When: check:<name>`` on a pristine upstream
@@ -12,7 +12,7 @@ import os
 from collections import OrderedDict
 from pathlib import Path
 
-from ..checks import Finding, register
+from ..findings import Finding, register
 from . import eagle3
 from .core import Analysis, check_model
 from .forwards import forward_problems
