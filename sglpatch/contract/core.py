@@ -103,7 +103,7 @@ def build_contract(accesses: list[Access], *, min_members: int = MIN_TARGET_MEMB
     for p in anchors:
         if not patterns.get(p):
             problems.append(f"access pattern '{p}' ({PATTERNS[p]}) matched nothing: "
-                            "the runtime layout changed; update sglpatch/contract/derive.py")
+                            "the runtime layout changed; update PATTERNS in sglpatch/contract/access.py")
     order = sorted(target.values(), key=lambda i: (not i.required, i.label))
     return Contract({i.label: i for i in order},
                     {i.label: i for i in sorted(draft.values(), key=lambda i: (not i.required, i.label))},

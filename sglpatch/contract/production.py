@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import yaml
 
 if TYPE_CHECKING:  # core imports this module
-    from .core import ContractItem, MemberStatus
+    from .core import ContractItem
 
 
 LAUNCH_FILE = Path("deploy") / "compose" / "compose.yaml"
