@@ -11,7 +11,8 @@ import re
 from dataclasses import dataclass, field
 
 from .classes import ClassRef
-from .tree import Module, dotted
+from .outline import dotted
+from .tree import Module
 
 # ---------------------------------------------------------------- the recognised access patterns
 # Each pattern names one way SGLang's runtime reaches a model. The derived contract records which

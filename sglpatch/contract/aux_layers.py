@@ -27,7 +27,8 @@ from __future__ import annotations
 import ast
 import re
 
-from .tree import Module, SourceTree, _top_statements, dotted
+from .outline import _top_statements, dotted
+from .tree import Module, SourceTree
 
 KEY = "eagle_aux_hidden_state_layer_ids"
 RUNNER_PACKAGE = "sglang.srt.model_executor"

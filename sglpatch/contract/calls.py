@@ -10,7 +10,7 @@ import ast
 
 from .access import _EVENT_NAMES, _call_name, _same_as_pattern
 from .classes import ClassRef
-from .tree import dotted
+from .outline import dotted
 
 
 class CallGraph:

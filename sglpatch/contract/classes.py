@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from .evaluate import UNKNOWN, Evaluator, Raised, PathRaises, is_none
 from .external import PRETRAINED_DEFAULT_RAISES, PRETRAINED_MODEL_BASES, PRETRAINED_MODEL_MEMBERS
 from .loader import loader_set_attributes
-from .tree import MODELS, SRT, ClassOutline, Member, SourceTree, Symbol, dotted
+from .outline import ClassOutline, Member, dotted
+from .tree import MODELS, SRT, SourceTree, Symbol
 
 # torch.nn.Module's public (and commonly used private) attributes: the one external base every
 # model class has. This is torch's API, not SGLang's contract, so it is listed rather than derived.

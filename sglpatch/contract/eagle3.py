@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .derive import Access
-from .tree import SRT, SourceTree, _top_statements
+from .outline import _top_statements
+from .tree import SRT, SourceTree
 
 if TYPE_CHECKING:  # core imports this module
     from .core import Contract, ContractItem, MemberStatus, ModelReport

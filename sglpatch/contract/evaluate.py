@@ -18,7 +18,8 @@ import operator
 from dataclasses import dataclass, field
 from typing import Callable
 
-from .tree import Module, SourceTree, _top_statements, bound_names, dotted
+from .outline import _top_statements, bound_names, dotted
+from .tree import Module, SourceTree
 
 
 class _Unknown:

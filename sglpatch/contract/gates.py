@@ -13,7 +13,8 @@ import ast
 import re
 from dataclasses import dataclass
 
-from .tree import Module, SourceTree, _top_statements, dotted
+from .outline import _top_statements, dotted
+from .tree import Module, SourceTree
 
 GATE_MODULE = "sglang.srt.layers.communicator"
 GATE_FUNCTION = "apply_flashinfer_allreduce_fusion"

@@ -10,7 +10,7 @@ import ast
 
 from .access import _call_name, _const_str
 from .classes import ClassRef
-from .tree import dotted
+from .outline import dotted
 
 _GUARD_EXC = {"AttributeError", "Exception", "BaseException"}
 

@@ -43,7 +43,8 @@ from pathlib import Path
 
 from .classes import ClassIndex, ClassRef
 from .core import Analysis
-from .tree import PACKAGE, Module, SourceTree, absolute_module, dotted
+from .outline import absolute_module, dotted
+from .tree import PACKAGE, Module, SourceTree
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,8 @@ import re
 
 from .evaluate import UNKNOWN, End, Evaluator, ModuleGlobals, PathRaises, State, merged_attrs
 from .gates import GateResult
-from .tree import Module, SourceTree, _top_statements
+from .outline import _top_statements
+from .tree import Module, SourceTree
 
 SYMM_MODULE = "sglang.srt.distributed.device_communicators.torch_symm_mem"
 SYMM_CLASS = "TorchSymmMemCommunicator"

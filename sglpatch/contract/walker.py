@@ -15,7 +15,7 @@ from .access import (GETTER, _ATTR_ROOTS, _DRAFT_RUNNER_NAME, _EVENT_NAMES, _FOL
                      FuncInfo, Val, _call_name, _const_str, _features_of)
 from .calls import CallGraph
 from .guards import GuardFacts, _after_exit, _exits, _handler_guards
-from .tree import dotted
+from .outline import dotted
 
 if TYPE_CHECKING:  # derive.py runs the walk
     from .derive import Deriver
