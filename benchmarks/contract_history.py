@@ -41,7 +41,7 @@ from sglpatch.contract import check_tree  # noqa: E402
 from sglpatch.pin import read_pin  # noqa: E402
 
 # Verdicts that show the member as required and missing (the report lists each as a failure) ...
-FLAGGED = ("gap", "unsupported", "unverified")
+FLAGGED = ("gap", "broken", "unsupported", "unverified")
 # ... and the one it lists as a silently-off path without failing (guarded; the inner model has it).
 LISTED = FLAGGED + ("optional",)
 # Targets (issue 16): recall of upstream's later additions, whole-zoo seconds per release warm.
@@ -120,7 +120,7 @@ def evaluate(snaps: list[Snapshot]) -> list[dict]:
     seen: set[tuple[str, str]] = set()
     for i, snap in enumerate(snaps):
         later = snaps[i + 1:]
-        gaps = [(w, m) for w, members in snap.verdicts.items() for m, v in members.items() if v == "gap"]
+        gaps = [(w, m) for w, members in snap.verdicts.items() for m, v in members.items() if v in ("gap", "broken")]
         fates = {(w, m): gap_fate(w, m, later) for w, m in gaps}
         new = [g for g in gaps if g not in seen]  # first reported at this release
         seen.update(gaps)

@@ -323,6 +323,25 @@ def test_an_inner_model_chosen_at_run_time_is_checked_against_every_candidate(tm
         assert m.inners[0]["candidates"] == 1 and [c for c, _ in capture.inner] == ["LlamaForCausalLM"]
 
 
+@pytest.mark.parametrize("reads, verdict", [
+    ("self.language_model.embed_tokens.weight", "broken"),  # LlamaForCausalLM has no embed_tokens
+    ("self.language_model.get_embed_and_head()", "ok"),  # the twin: what the inner model has
+])
+def test_a_member_whose_body_reads_what_the_inner_model_lacks_is_a_gap(tmp_path, reads, verdict):
+    """Present is not enough: 0.5.9's DotsOCR has ``get_embed_and_head`` and it returns
+    ``self.model.embed_tokens.weight`` on a Qwen2ForCausalLM, which has no ``embed_tokens``."""
+    wrapper = PLAIN_WRAPPER.replace("\n\n\nEntryClass", f"\n\n    def get_embed_and_head(self):\n"
+                                    f"        return {reads}\n\n\nEntryClass")
+    tree = make_tree(tmp_path, {"models/plain_wrapper.py": wrapper})
+    m = check_tree(tree, ["PlainVLM"], cache=False).model("PlainVLM")
+    status = {s.item.label: s for s in m.statuses}["get_embed_and_head"]
+    assert status.verdict == verdict
+    assert (status in m.gaps) is (verdict == "broken")
+    if verdict == "broken":
+        assert status.lookup.note == "it reads self.language_model.embed_tokens, which LlamaForCausalLM lacks"
+        assert status.lookup.location == f"{SRT}/models/plain_wrapper.py:18"
+
+
 def test_every_gap_of_a_wrapper_is_reported_in_one_run(mini):
     report = check_tree(mini, ["PlainVLM"], cache=False)
     m = report.model("PlainVLM")
@@ -794,6 +813,16 @@ def test_pristine_0_5_9_llava_picks_its_language_model_at_run_time(pristine):
     assert llava.inners[0]["classes"] == ["<runtime choice>"] and llava.inners[0]["candidates"] > 100
     assert {"set_eagle3_layers_to_capture", "get_embed_and_head"} <= {s.item.label for s in llava.gaps}
     assert llava.by("unverified") == []
+
+
+def test_pristine_0_5_9_dots_ocr_get_embed_and_head_reads_what_qwen2_lacks(pristine):
+    """DotsOCR holds a Qwen2ForCausalLM in ``self.model`` and returns ``self.model.embed_tokens``
+    from ``get_embed_and_head``: an EAGLE-3 target DotsOCR fails there although the member exists."""
+    report = check_tree(pristine("0.5.9"), ["DotsOCRForCausalLM"])
+    m = report.model("DotsOCRForCausalLM")
+    status = {s.item.label: s for s in m.gaps}["get_embed_and_head"]
+    assert status.verdict == "broken" and status.lookup.location == f"{SRT}/models/dots_ocr.py:168"
+    assert "get_embed_and_head" in {st.requirement.label for st in m.eagle3_failures}
 
 
 def _series_checks() -> set[str]:

@@ -13,6 +13,7 @@ from ..errors import UserError
 from . import eagle3
 from .classes import ClassIndex, ClassRef, Lookup
 from .derive import FEATURES, PATTERNS, Access, Deriver
+from .forwards import inner_reads
 from .production import Launch
 from .tree import SourceTree
 from .wiring import WiringResult, check_wiring
@@ -149,7 +150,9 @@ class ModelReport:
 
     @property
     def gaps(self) -> list[MemberStatus]:
-        return [s for s in self.statuses if s.verdict == "gap"]
+        """Members the runtime requires that fail here: missing (``gap``), or present but reading
+        on the inner model what it lacks (``broken``)."""
+        return [s for s in self.statuses if s.verdict in ("gap", "broken")]
 
     def by(self, verdict: str) -> list[MemberStatus]:
         return [s for s in self.statuses if s.verdict == verdict]
@@ -184,6 +187,22 @@ def _lookup(ci: ClassIndex, ref: ClassRef, item: ContractItem) -> Lookup:
     return Lookup("missing", None, None, where, f"{item.member}() has no parameter {item.param}")
 
 
+def _broken_read(ci: ClassIndex, ref: ClassRef, item: ContractItem, lk: Lookup) -> MemberStatus | None:
+    """The wrapper's own method reads ``self.<inner>.<name>`` and an inner class lacks ``name``:
+    present, and still an AttributeError on the path (0.5.9's DotsOCR ``get_embed_and_head``)."""
+    if lk.owner != ref.qualname or item.param is not None:
+        return None
+    inners = {inner.attr: inner.lm for inner in ci.inner_models(ref)}
+    for attr, name, line in inner_reads(ci.tree, ci, ref, item.member):
+        looks = [(c.name, ci.lookup(c, name)) for c in inners.get(attr, [])]
+        lacking = [c for c, x in looks if not x.ok]
+        if lacking:
+            note = f"it reads self.{attr}.{name}, which {', '.join(lacking)} lacks"
+            return MemberStatus(item, "broken", Lookup(lk.status, lk.owner, lk.kind, ci.location(ref, line), note),
+                                looks)
+    return None
+
+
 def check_model(ci: ClassIndex, ref: ClassRef, contract: Contract,
                 runtime_candidates=lambda: []) -> ModelReport:
     """``runtime_candidates()``: the classes an inner model chosen at run time may be (every
@@ -214,7 +233,8 @@ def check_model(ci: ClassIndex, ref: ClassRef, contract: Contract,
             if draft:
                 draft_present.add(item.label)
                 return None
-            return MemberStatus(item, "ok", lk)
+            broken = _broken_read(ci, ref, item, lk) if item.required and not dynamic else None
+            return broken or MemberStatus(item, "ok", lk)
         inner = [(c.name, _lookup(ci, c, item)) for c in inner_refs]
         inner_has = any(x.ok for _, x in inner)
         if dynamic:  # only the candidates that have it matter to the verdict and the fix
@@ -239,7 +259,7 @@ def check_model(ci: ClassIndex, ref: ClassRef, contract: Contract,
                                   if i.label not in target_labels and i.required) if s]
     if not wrapper:  # a language model itself: no inner model has anything to offer
         draft_statuses = []
-    order = {"gap": 0, "unverified": 1, "unknown": 2, "optional": 3, "unsupported": 4, "ok": 5}
+    order = {"gap": 0, "broken": 0, "unverified": 1, "unknown": 2, "optional": 3, "unsupported": 4, "ok": 5}
     statuses.sort(key=lambda s: (order.get(s.verdict, 9), s.item.label))
     return ModelReport(ref.name, ref.qualname, ci.location(ref), wrapper, inner_json, statuses,
                        draft_statuses, draft_present)

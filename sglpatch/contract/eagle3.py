@@ -36,8 +36,9 @@ PATH = "eagle3"
 MODEL_CONFIG = f"{SRT}.configs.model_config"
 DRAFT_REWRITE = "_config_draft_model"
 # Verdicts that fail the interface: the wrapper hides a member its inner model has (gap on an
-# unguarded access, optional on a guarded one), or presence cannot be shown statically.
-FAILING = ("gap", "optional", "unverified", "unknown", "draft-role")
+# unguarded access, optional on a guarded one), its own body reads what the inner model lacks
+# (broken), or presence cannot be shown statically.
+FAILING = ("gap", "broken", "optional", "unverified", "unknown", "draft-role")
 PREFIX = "python/sglang/"
 
 
@@ -116,7 +117,7 @@ def _where(a: Access) -> str:
 @dataclass
 class Status:
     requirement: Requirement
-    verdict: str  # ok | gap | optional | unverified | unknown | draft-role | unsupported | absent
+    verdict: str  # ok | gap | broken | optional | unverified | unknown | draft-role | unsupported | absent
     status: MemberStatus | None
 
     @property

@@ -193,3 +193,22 @@ def _argument_problem(call: ast.Call, params: list[str], member: ast.AST) -> str
     if len(bare) == len(call.args) and bare != [p for p in params if p in bare]:
         return f"with its parameters in another order ({', '.join(bare)}; it takes {', '.join(params)})"
     return None
+
+
+def inner_reads(tree: SourceTree, classes: ClassIndex, ref: ClassRef, member: str) -> list[tuple[str, str, int]]:
+    """(inner attribute, name, line) for each ``self.<inner>.<name>`` the wrapper's own method
+    ``member`` reads on an inner model (only its own body: cheap, one function parsed)."""
+    co = classes.outline(ref)
+    m = co.members.get(member) if co else None
+    mod = tree.module(ref.module)
+    if m is None or not m.start or mod is None:
+        return []
+    inner_attrs = {inner.attr for inner in classes.inner_models(ref) if inner.lm}
+    if not inner_attrs or not any(f"self.{a}." in mod.text(m.start, m.end) for a in inner_attrs):
+        return []
+    node = mod.segment(m.start, m.end)
+    reads = []
+    for n in ast.walk(node) if node is not None else ():
+        if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Load) and _is_inner(n.value, inner_attrs, set()):
+            reads.append((n.value.attr, n.attr, n.lineno))
+    return reads

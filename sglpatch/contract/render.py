@@ -68,13 +68,17 @@ def render_model(m: ModelReport, inner_attr: str | None = None, in_production=la
     gaps = m.gaps
     if gaps:
         lines.append(f"  {len(gaps)} gap{'s' if len(gaps) != 1 else ''}: required by the runtime, "
-                     "provided by the inner model, missing here")
+                     "provided by the inner model, missing here"
+                     + (" (or present but reading what the inner model lacks)"
+                        if any(s.verdict == "broken" for s in gaps) else ""))
         rows = [["MEMBER", "PRODUCTION", "FEATURE PATHS", "FIX", "FAILS AT"]]
         for s in sorted(gaps, key=lambda s: not in_production(s)):
             inner = next((c for c, lk in s.inner if lk.ok), "inner")
             fix = f"delegate to self.{attr} ({inner})" if attr else "delegate to the inner model"
             if s.item.param:
                 fix = f"accept and pass {s.item.param} ({inner} does)"
+            if s.verdict == "broken":
+                fix = f"fix it: {s.lookup.note} ({short(s.lookup.location)})"
             rows.append([s.item.label, "yes" if in_production(s) else "no", ",".join(s.item.features), fix,
                          _sites(s)])
         lines += _table(rows)
