@@ -129,12 +129,8 @@ class CallGraph:
         return None
 
     def _from_symbol(self, sym):
-        if sym.kind == "function":
-            mod = self.d.tree.module(sym.module)
-            return (mod, None, sym.name, False, False) if mod else None
-        if sym.kind == "class":
-            ref = ClassRef(sym.module, sym.name)
-            owner, node = self.d.method_node(ref, "__init__")
-            if node is not None:
-                return self.d.tree.module(owner.module), owner, "__init__", True, False
-        return None
+        target = self.d.classes.callable_def(sym)
+        if target is None:
+            return None
+        mod, owner, name, _ = target
+        return mod, owner, name, owner is not None, False

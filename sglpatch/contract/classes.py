@@ -96,6 +96,7 @@ class ClassIndex:
         self._wrapper: dict[ClassRef, bool] = {}
         self._getattr_paths: dict[tuple, list] = {}
         self._loader_set: dict[str, str] | None = None
+        self._method_defs: dict[tuple, tuple] = {}
 
     @property
     def loader_set(self) -> dict[str, str]:
@@ -272,6 +273,49 @@ class ClassIndex:
                 nxt.extend(x for x in cands if x not in nxt)
             current = nxt
         return current
+
+    def method_def(self, ref: ClassRef, name: str, *, skip_first: bool = False, past_external: bool = True):
+        """(owner, FunctionDef, Member) of the first definition of ``name`` in ``ref``'s MRO
+        (``skip_first``: from the next class on, as ``super()`` does); (None, None, None) when an
+        attribute that is no function shadows it, it is not found, or (unless ``past_external``,
+        which skips external bases) an external base comes first. The one lookup of a method's
+        code that the contract walk and the suspect-merge check share."""
+        key = (ref, name, skip_first, past_external)
+        if key not in self._method_defs:
+            self._method_defs[key] = self._method_def(ref, name, skip_first, past_external)
+        return self._method_defs[key]
+
+    def _method_def(self, ref: ClassRef, name: str, skip_first: bool, past_external: bool):
+        mro = self.mro(ref)[1:] if skip_first else self.mro(ref)
+        for c in mro:
+            if not isinstance(c, ClassRef):
+                if past_external:
+                    continue
+                return None, None, None
+            co = self.outline(c)
+            if co is None:
+                if past_external:
+                    continue
+                return None, None, None
+            m = co.members.get(name)
+            if m is None or m.kind == "annotation":
+                continue
+            node = self.tree.module(c.module).segment(m.start, m.end) if m.start else None
+            return (c, node, m) if node is not None else (None, None, None)
+        return None, None, None
+
+    def callable_def(self, sym: Symbol, *, past_external: bool = True):
+        """What calling ``sym`` runs: (module, owner class or None, function name, FunctionDef) for
+        a function of the tree, or a class's ``__init__`` found through its MRO; else None."""
+        if sym.kind == "function":
+            mod = self.tree.module(sym.module)
+            fn = mod.function(sym.name) if mod else None
+            return (mod, None, sym.name, fn) if fn is not None else None
+        if sym.kind == "class":
+            owner, node, _ = self.method_def(ClassRef(sym.module, sym.name), "__init__", past_external=past_external)
+            if node is not None:
+                return self.tree.module(owner.module), owner, "__init__", node
+        return None
 
     def method_params(self, ref: ClassRef, method: str) -> tuple[Member | None, str | None]:
         for c in self.mro(ref):

@@ -64,7 +64,6 @@ class Deriver:
         self.entry_modules: list[Module] = []
         self._queue: list[tuple] = []
         self._queued: set = set()
-        self._methods: dict[tuple, tuple] = {}
         self._assigns: dict[int, list] = {}
 
     # ------------------------------------------------------------ driver
@@ -152,25 +151,8 @@ class Deriver:
 
     def method_node(self, cls: ClassRef, name: str, *, skip_first: bool = False):
         """(owner ClassRef, FunctionDef) for ``name`` looked up through ``cls``'s MRO (in the tree)."""
-        ck = (cls, name, skip_first)
-        if ck not in self._methods:
-            self._methods[ck] = self._method_node(cls, name, skip_first)
-        return self._methods[ck]
-
-    def _method_node(self, cls: ClassRef, name: str, skip_first: bool):
-        mro = [c for c in self.classes.mro(cls) if isinstance(c, ClassRef)]
-        if skip_first:
-            mro = mro[1:]
-        for c in mro:
-            co = self.classes.outline(c)
-            m = co.members.get(name) if co else None
-            if m is None or m.kind in ("annotation",):
-                continue
-            if not m.start:
-                return None, None  # shadowed by a non-function attribute
-            node = self.tree.module(c.module).segment(m.start, m.end)
-            return (c, node) if node is not None else (None, None)
-        return None, None
+        owner, node, _ = self.classes.method_def(cls, name, skip_first=skip_first)
+        return owner, node
 
     def key_for(self, mod: Module, cls: ClassRef | None, name: str, bindings: dict):
         if cls is not None:

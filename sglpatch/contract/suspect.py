@@ -2,7 +2,8 @@
 
 After a patch is merged onto a new release, the lines it added are checked statically on the
 merged tree (never imported), with the contract checker's tree index and class index
-(:mod:`.tree`, :mod:`.classes`):
+(:mod:`.tree`, :mod:`.classes`), and the same lookup of what a call runs
+(``ClassIndex.method_def`` and ``callable_def``, which the contract walk's call graph uses too):
 
 1. ``self.X`` reads and ``self.X(...)`` calls (``cls.X`` in classmethods) where ``X`` resolves
    nowhere: not in the class's MRO (methods, properties, class attributes, annotations,
@@ -542,16 +543,16 @@ class _Scan:
         return None
 
     def from_symbol(self, sym):
-        if sym.kind == "function":
-            mod = self.view.tree.module(sym.module)
-            fn = mod.function(sym.name) if mod else None
-            return (sym.qualname, fn, None) if fn is not None else None
-        if sym.kind == "class":
-            ref = ClassRef(sym.module, sym.name)
-            found = self.method(ref, "__init__")
-            if found is not None and not self.generated_init(ref, found[0]):
-                return f"{sym.module}.{sym.name}", found[1], None
-        return None
+        target = self.view.classes.callable_def(sym, past_external=False)
+        if target is None:
+            return None
+        _, owner, name, fn = target
+        if owner is None:
+            return sym.qualname, fn, None
+        ref = ClassRef(sym.module, sym.name)
+        if self.generated_init(ref, f"{owner.qualname}.{name}"):
+            return None
+        return f"{sym.module}.{sym.name}", fn, None
 
     def generated_init(self, ref: ClassRef, init: str) -> bool:
         """A decorated class (``@dataclass``...) or ``__new__`` between ``ref`` and the ``__init__``
@@ -568,22 +569,12 @@ class _Scan:
 
     def method(self, ref: ClassRef, name: str):
         """(qualified owner.method, FunctionDef) of the first definition of ``name`` in the MRO, or
-        None when it is not a function (an attribute shadows it) or lies outside the tree."""
-        view = self.view
-        for c in view.classes.mro(ref):
-            if not isinstance(c, ClassRef):
-                return None
-            co = view.classes.outline(c)
-            if co is None:
-                return None
-            m = co.members.get(name)
-            if m is None or m.kind == "annotation":
-                continue
-            if not m.start or m.kind == "property":
-                return None
-            fn = view.tree.module(c.module).segment(m.start, m.end)
-            return (f"{c.qualname}.{name}", fn) if fn is not None else None
-        return None
+        None when it is not a function (an attribute or a property shadows it) or an external base
+        may define it."""
+        owner, fn, member = self.view.classes.method_def(ref, name, past_external=False)
+        if fn is None or member.kind == "property":
+            return None
+        return f"{owner.qualname}.{name}", fn
 
     def old_callee(self, qual: str):
         """The same definition in the old tree (by qualified name), for the 'removed upstream' note."""
