@@ -141,6 +141,23 @@ def test_a_probe_whose_result_an_assert_enforces_is_required_on_that_path(tmp_pa
     assert gap.item.features == ["pipeline"]
 
 
+@pytest.mark.parametrize("use, required", [
+    ("        assert embed is not None, 'no get_input_embeddings'\n", True),
+    ("        if embed is None:\n            raise ValueError('no get_input_embeddings')\n", True),
+    # the twin: a None result the code copes with
+    ("        if embed is not None:\n            embed()\n", False),
+])
+def test_a_getattr_none_result_that_an_assert_refuses_is_required(tmp_path, use, required):
+    """``embed = getattr(model, "x", None)`` then ``assert embed is not None`` (0.5.23's prefill CUDA
+    graph runner and ``get_input_embeddings``): start-up dies without the member (issue 16)."""
+    tree = make_tree(tmp_path, {}, {"model_executor/model_runner.py": [(
+        "    def kernel_warmup(self):\n        pass\n",
+        "    def kernel_warmup(self):\n        embed = getattr(self.model, 'embeddings_probe', None)\n" + use)]})
+    item = check_tree(tree, ["LlamaForCausalLM"], cache=False).contract.target["embeddings_probe"]
+    assert item.required is required
+    assert [a.guard for a in item.sites] == (["asserted"] if required else ["getattr-default"])
+
+
 def test_a_probe_whose_result_is_only_branched_on_stays_optional(tmp_path):
     """The twin: ``if self.support_pp: ...`` (a feature switched off) is not an assert."""
     old, _ = ASSERTED_PROBE
@@ -823,6 +840,12 @@ def test_pristine_0_5_9_dots_ocr_get_embed_and_head_reads_what_qwen2_lacks(prist
     status = {s.item.label: s for s in m.gaps}["get_embed_and_head"]
     assert status.verdict == "broken" and status.lookup.location == f"{SRT}/models/dots_ocr.py:168"
     assert "get_embed_and_head" in {st.requirement.label for st in m.eagle3_failures}
+
+
+def test_pristine_0_5_23_prefill_graph_replay_asserts_get_input_embeddings(pristine):
+    target = check_tree(pristine("0.5.23")).contract.target
+    (site,) = [a for a in target["get_input_embeddings"].sites if "prefill_cuda_graph_runner" in a.location]
+    assert site.guard == "asserted" and site.features == {"cuda-graph"} and site.conditions == ("ie is None",)
 
 
 def _series_checks() -> set[str]:

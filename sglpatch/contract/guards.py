@@ -52,10 +52,16 @@ class GuardFacts:
             for v in test.values:
                 self._enforce_probe_results(v, negated)
             return
-        name = None if negated else self._result_name(test)
+        if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Is, ast.IsNot)) \
+                and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value is None:
+            # assert name is not None / if name is None: raise
+            enforced = isinstance(test.ops[0], ast.IsNot) != negated
+            name = self._result_name(test.left) if enforced else None
+        else:
+            name = None if negated else self._result_name(test)
         for access in self.probe_results.get(name, []) if name else []:
             access.guard = "asserted"
-            access.conditions += tuple(self.d.unparse(t) for t in self.tests)
+            access.conditions += tuple(c for c in map(self.d.unparse, self.tests) if c not in access.conditions)
             access.features = (access.features | self.features()) - {"core"} or {"core"}
 
     def _mark_checked(self, test, negated: bool) -> None:

@@ -228,7 +228,10 @@ class _Walker(GuardFacts, CallGraph):
             first = len(self.accesses)
             self.expr(s.value)
             self.expr(s.targets[0])
-            probes = [a for a in self.accesses[first:] if a.guard in ("signature-probe", "hasattr")]
+            # a probe's result, or getattr(m, "x", None): None when the member is missing
+            none_default = _getattr_none_default(s.value)
+            probes = [a for a in self.accesses[first:] if a.guard in ("signature-probe", "hasattr")
+                      or (none_default and a.kind == "getattr" and a.guard == "getattr-default")]
             name = self._result_name(s.targets[0])
             if name is not None:
                 if probes:
@@ -420,3 +423,12 @@ class _Walker(GuardFacts, CallGraph):
         return _features_of(text)
 
     # ------------------------------------------------------------ calls into the tree
+
+
+def _getattr_none_default(value) -> bool:
+    """``getattr(x, "name", None)``: the value is None exactly when the member is missing."""
+    if not (isinstance(value, ast.Call) and _call_name(value) == "getattr" and len(value.args) >= 2):
+        return False
+    default = value.args[2] if len(value.args) >= 3 else next(
+        (k.value for k in value.keywords if k.arg == "default"), None)
+    return isinstance(default, ast.Constant) and default.value is None
