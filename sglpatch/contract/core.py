@@ -164,7 +164,7 @@ class ModelReport:
     def to_json(self, in_production=lambda status: True) -> dict:
         return {"name": self.name, "class": self.qualname, "location": self.location,
                 "wrapper": self.wrapper, "inner": self.inners, "gaps": len(self.gaps),
-                "members": [s.to_json() | ({"production": in_production(s)} if s.verdict == "gap" else {})
+                "members": [s.to_json() | ({"production": in_production(s)} if s in self.gaps else {})
                             for s in self.statuses if s.verdict != "ok"],
                 "ok": [s.item.label for s in self.statuses if s.verdict == "ok"],
                 "draft_role_missing": [s.to_json() for s in self.draft_statuses],
