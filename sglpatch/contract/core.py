@@ -162,9 +162,10 @@ class ModelReport:
         return [s for s in self.eagle3 if s.failed]
 
     def to_json(self, in_production=lambda status: True) -> dict:
+        gaps = self.gaps
         return {"name": self.name, "class": self.qualname, "location": self.location,
-                "wrapper": self.wrapper, "inner": self.inners, "gaps": len(self.gaps),
-                "members": [s.to_json() | ({"production": in_production(s)} if s in self.gaps else {})
+                "wrapper": self.wrapper, "inner": self.inners, "gaps": len(gaps),
+                "members": [s.to_json() | ({"production": in_production(s)} if s in gaps else {})
                             for s in self.statuses if s.verdict != "ok"],
                 "ok": [s.item.label for s in self.statuses if s.verdict == "ok"],
                 "draft_role_missing": [s.to_json() for s in self.draft_statuses],
