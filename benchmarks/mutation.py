@@ -37,7 +37,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 EQUIVALENTS = REPO / "benchmarks" / "mutation-equivalents.toml"
 SERIES_MODULES = ("sglpatch/rebase.py", "sglpatch/queue.py", "sglpatch/series.py", "sglpatch/line.py",
-                  "sglpatch/pin.py", "sglpatch/source.py", "sglpatch/wheel.py", "sglpatch/contract/classes.py")
+                  "sglpatch/line_add.py", "sglpatch/pin.py", "sglpatch/source.py", "sglpatch/wheel.py", "sglpatch/contract/classes.py")
 # The test files that exercise each series module directly. A one-module run uses only these, so
 # mutmut's first phase (the tests run once traced, once clean) takes seconds, not the whole fast
 # set's half hour; `--tests` overrides, `--tests tests` is the whole fast set.
@@ -46,6 +46,7 @@ MODULE_TESTS = {
     "sglpatch/queue.py": ["tests/test_queue.py", "tests/test_queue_stateful.py"],
     "sglpatch/series.py": ["tests/test_series.py", "tests/test_series_content.py", "tests/test_import.py"],
     "sglpatch/line.py": ["tests/test_lines.py", "tests/test_rebase.py", "tests/test_survivors.py"],
+    "sglpatch/line_add.py": ["tests/test_lines.py", "tests/test_rebase.py", "tests/test_survivors.py"],
     "sglpatch/pin.py": ["tests/test_pin.py"],
     "sglpatch/source.py": ["tests/test_source.py", "tests/test_cache_integrity.py"],
     "sglpatch/wheel.py": ["tests/test_build.py", "tests/test_survivors.py"],

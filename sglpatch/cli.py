@@ -17,7 +17,8 @@ from . import build as build_module
 from .errors import UserError
 from .gitenv import killing_signal
 from . import transaction
-from .line import PRODUCTION, add_line, all_lines, find_line, line_of
+from .line import PRODUCTION, all_lines, find_line, line_of
+from .line_add import add_line
 from .lock import line_lock
 from .pin import read_pin
 from .queue import PatchQueue

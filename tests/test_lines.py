@@ -17,7 +17,8 @@ from helpers import REPO_ROOT, assert_one_line_error, make_project, run_cli
 from sglang_runtime import line_names
 from sglpatch import build, source
 from sglpatch.errors import UserError
-from sglpatch.line import Line, add_line, all_lines, find_line
+from sglpatch.line import Line, all_lines, find_line
+from sglpatch.line_add import add_line
 from sglpatch.pin import read_pin
 from sglpatch.series import read_series
 
