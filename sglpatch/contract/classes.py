@@ -94,6 +94,7 @@ class ClassIndex:
         self._names: dict[str, list[ClassRef]] | None = None
         self._lm: dict[ClassRef, bool] = {}
         self._wrapper: dict[ClassRef, bool] = {}
+        self._inners: dict[ClassRef, list] = {}
         self._getattr_paths: dict[tuple, list] = {}
         self._loader_set: dict[str, str] | None = None
         self._method_defs: dict[tuple, tuple] = {}
@@ -434,6 +435,16 @@ class ClassIndex:
         return any(isinstance(c, ClassRef) and c != ref and self.is_causal_lm(c) for c in self.mro(ref)[1:])
 
     def inner_models(self, ref: ClassRef, _depth: int = 0) -> list[Inner]:
+        """The attributes of ``ref`` that hold its inner model; asked once per member by the
+        check and the forward reader, so the top-level answer is kept."""
+        if _depth == 0 and ref in self._inners:
+            return self._inners[ref]
+        out = self._find_inners(ref, _depth)
+        if _depth == 0:
+            self._inners[ref] = out
+        return out
+
+    def _find_inners(self, ref: ClassRef, _depth: int) -> list[Inner]:
         out = []
         for attr, cands in self.held(ref).items():
             lm = [c for c in cands if isinstance(c, ClassRef) and c != ref
