@@ -71,6 +71,15 @@ class _Walker(GuardFacts, CallGraph):
 
     # ------------------------------------------------------------ evaluation of expressions
 
+    def _stored_getter(self, func) -> Val | None:
+        """The getter a call invokes, when it is one: a getter is only ever stored in a local
+        name or on ``self``, so no other callee is evaluated."""
+        stored = isinstance(func, ast.Name) or (
+            isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and bool(self.self_name)
+            and func.value.id == self.self_name)
+        v = self.ev(func) if stored else None
+        return v if v is not None and v.kind.startswith(GETTER) else None
+
     def ev(self, e) -> Val | None:
         if isinstance(e, ast.Name):
             if e.id in self.env:
@@ -116,8 +125,8 @@ class _Walker(GuardFacts, CallGraph):
             inner = self.ev(e.body) if not (e.args.args or e.args.posonlyargs) else None
             return Val(GETTER + inner.kind, inner.role, inner.pattern) if inner and inner.kind in _FOLLOWED else None
         if isinstance(e, ast.Call):
-            getter = self.ev(e.func)
-            if getter is not None and getter.kind.startswith(GETTER):  # self._get_model()
+            getter = self._stored_getter(e.func)
+            if getter is not None:  # self._get_model()
                 return Val(getter.kind[len(GETTER):], getter.role, getter.pattern)
             name = dotted(e.func) or ""
             last = name.rpartition(".")[2]
