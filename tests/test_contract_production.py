@@ -143,3 +143,23 @@ def test_a_path_the_release_turns_on_by_default_puts_its_gap_on_the_production_p
                                               "EagleVLM").stdout.splitlines()]
     table = [r[:2] for r in rows if r and r[0] in ("model", "routed_experts_weights_of_layer")]
     assert table == [["model", "yes"], ["routed_experts_weights_of_layer", "no"]]  # production first
+
+
+def test_a_default_spanning_lines_is_read_and_a_computed_one_is_not(tmp_path):
+    tree = make_tree(tmp_path, {"server_args.py": '''
+from dataclasses import dataclass, field
+
+
+@dataclass
+class ServerArgs:
+    pp_size: int = (
+        2
+    )
+    enable_eplb: bool = field(default=True)
+    dllm_algorithm: str | None
+    enable_lora: bool = not_a_literal()
+'''})
+    assert field_defaults(tree, ["pp_size", "enable_eplb", "dllm_algorithm", "enable_lora", "absent"]) == {"pp_size": 2}
+    # the launch therefore takes pipeline parallelism (default 2) and EPLB (no plain default: on)
+    launch = production_launch(launch_root(tmp_path, ["--speculative-algorithm", "EAGLE3"]), tree)
+    assert {"pipeline", "eplb", "lora", "dllm"} <= launch.features

@@ -82,7 +82,7 @@ def handler(args) -> int:
     from ..findings import REGISTRY
     tree = resolve_tree(args)
     an = named.analysis_for(tree)
-    launch = production_launch(_root(args), tree)
+    launch = production_launch(_root(args), an.tree)
     report = check_tree(tree, args.models, all_models=args.all_models, analysis=an, launch=launch)
     extra = []
     # The named checks the report does not already cover (the interface and the wiring).

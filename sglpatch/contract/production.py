@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING
 
 import yaml
 
+from .tree import Module, SourceTree
+
 if TYPE_CHECKING:  # core imports this module
     from .core import ContractItem
 
@@ -44,6 +46,7 @@ LABELS = {"eagle3": "EAGLE-3", "cuda-graph": "CUDA graphs", "piecewise-graph": "
           "dllm": "diffusion LM"}
 
 _FIELD_FILES = ("python/sglang/srt/server_args.py", "python/sglang/srt/arg_groups/fields")
+_MAX_FIELD_LINES = 20
 
 
 @dataclass(frozen=True)
@@ -95,36 +98,45 @@ def _literal(text: str) -> object:
     return {"True": True, "False": False, "None": None}.get(text, text)
 
 
-def field_defaults(tree: Path, names) -> dict[str, object]:
+def field_defaults(tree: SourceTree | Path, names) -> dict[str, object]:
     """Literal defaults of ServerArgs fields (``name: type = literal`` in a class body), in the
     0.5.9 layout (server_args.py) and the later one (arg_groups/fields/*.py). A field not found,
-    or not a literal, is absent from the result."""
+    or not a literal, is absent from the result. Found through the tree's cached outlines: only
+    the field's own statement is parsed, never the whole file."""
+    src = tree if isinstance(tree, SourceTree) else SourceTree(Path(tree))
     wanted = set(names)
     found: dict[str, object] = {}
-    for path in _field_files(Path(tree)):
-        text = path.read_text(encoding="utf-8", errors="replace")
-        if not any(n in text for n in wanted):
-            continue
-        for cls in (n for n in ast.parse(text).body if isinstance(n, ast.ClassDef)):
-            for stmt in cls.body:
-                if (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)
-                        and stmt.target.id in wanted and stmt.value is not None):
+    for mod in _field_modules(src):
+        for co in mod.outline.classes.values():
+            for name in sorted(wanted & co.members.keys() - found.keys()):
+                member = co.members[name]
+                if member.kind == "class-attr" and (value := _annotated_value(mod, member.line)) is not None:
                     try:
-                        found.setdefault(stmt.target.id, ast.literal_eval(stmt.value))
+                        found[name] = ast.literal_eval(value)
                     except ValueError:
                         pass
     return found
 
 
-def _field_files(tree: Path) -> list[Path]:
-    files = []
+def _annotated_value(mod: Module, line: int) -> ast.expr | None:
+    """The value of the ``name: type = value`` statement that starts at ``line`` (it may span lines)."""
+    for end in range(line, min(line + _MAX_FIELD_LINES, len(mod.lines)) + 1):
+        stmt = mod.segment(line, end)
+        if stmt is not None:
+            return stmt.value if isinstance(stmt, ast.AnnAssign) else None
+    return None
+
+
+def _field_modules(tree: SourceTree) -> list[Module]:
+    mods = []
     for rel in _FIELD_FILES:
-        base = tree / rel
-        files += sorted(base.glob("*.py")) if base.is_dir() else [base] if base.is_file() else []
-    return files
+        base = tree.root / rel
+        paths = sorted(base.glob("*.py")) if base.is_dir() else [base] if base.is_file() else []
+        mods += [m for m in (tree.module_for_relpath(p.relative_to(tree.root).as_posix()) for p in paths) if m]
+    return mods
 
 
-def production_launch(root: Path, tree: Path) -> Launch | None:
+def production_launch(root: Path, tree: SourceTree | Path) -> Launch | None:
     """The feature paths the production launch takes on this tree, or None without a launch file."""
     argv = launch_args(root)
     if argv is None:
