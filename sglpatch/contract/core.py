@@ -406,19 +406,21 @@ class Analysis:
                 dep = self.tree.module(name)
                 if dep is not None and dep not in mods and dep not in deps:
                     deps.append(dep)
-        self.tree.preload_outlines(mods + deps, workers=workers)
-        refs = [ClassRef(m.name, n) for m in mods for n in m.outline.classes]
-        return [r for r in refs if (not entry or r.name in entry) and self.classes.is_wrapper(r)]
+        return [r for r in self._model_classes(mods, entry, workers, also=deps) if self.classes.is_wrapper(r)]
 
     def language_models(self, workers: int = 2) -> list[ClassRef]:
         """Every language model SGLang can load (named in an ``EntryClass``, not a wrapper)."""
         if self._language_models is None:
             mods = [m for m in self.tree.package_modules("sglang.srt.models") if "EntryClass" in m.source]
-            entry = entry_class_names(mods)
-            self.tree.preload_outlines(mods, workers=workers)
-            refs = [ClassRef(m.name, n) for m in mods for n in m.outline.classes if n in entry]
+            refs = self._model_classes(mods, entry_class_names(mods), workers)
             self._language_models = [r for r in refs if self.classes.is_causal_lm(r) and not self.classes.is_wrapper(r)]
         return self._language_models
+
+    def _model_classes(self, mods, entry: set[str], workers: int, also=()) -> list[ClassRef]:
+        """The classes of ``mods`` that an ``EntryClass`` names (every class, if none is named),
+        with the outlines of ``mods`` and ``also`` loaded at once."""
+        self.tree.preload_outlines(list(mods) + list(also), workers=workers)
+        return [ClassRef(m.name, n) for m in mods for n in m.outline.classes if not entry or n in entry]
 
     def save(self) -> None:
         self.tree.save_cache()
