@@ -178,17 +178,18 @@ def resume(root: Path, action: str) -> dict:
             abort(root, queue, tx, state)
             raise UserError(f"`{tx.op}` was interrupted before its first step; the line is as it was before it",
                             f"rerun `{line.command(*tx.op.split())}`")
+        trees = _trees(root, state)
         if action == "skip":
             _skip(queue, state)
         else:
-            stopped = _continue(queue, state, *_trees(root, state))
+            stopped = _continue(queue, state, *trees)
             if stopped is not None:  # the resolution went in, but what it uses may be gone
                 state.current.update(stopped=True, conflict=asdict(stopped))
                 state.save(root)
                 tx.suspend()
                 return _report(root, state, conflict=stopped)
         state.save(root)
-        return _replay(root, queue, state, tx)
+        return _replay(root, queue, state, tx, trees)
 
 
 def abort(root: Path, queue: PatchQueue, tx, state: State | None) -> dict:
@@ -369,8 +370,8 @@ def _trees(root: Path, state: State) -> tuple[Path, Path]:
     return old, source.pristine_tree(state.onto)
 
 
-def _replay(root: Path, queue: PatchQueue, state: State, tx) -> dict:
-    old_pristine, pristine = _trees(root, state)
+def _replay(root: Path, queue: PatchQueue, state: State, tx, trees: tuple[Path, Path] | None = None) -> dict:
+    old_pristine, pristine = trees or _trees(root, state)
     moves = Moves.between(queue.repo, state.old_base, state.new_base)
     while len(state.steps) < len(state.patches):
         entry = state.patches[len(state.steps)]
