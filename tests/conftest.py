@@ -8,7 +8,6 @@ once, several minutes cold); ``pytest -m "not slow"`` runs the fast set alone.
 from __future__ import annotations
 
 import functools
-import importlib.util
 import sys
 from pathlib import Path
 
@@ -19,17 +18,10 @@ if str(TESTS_DIR) not in sys.path:  # `import sglang_runtime` from any test, any
     sys.path.insert(0, str(TESTS_DIR))
 
 import sglang_runtime  # noqa: E402
+from helpers import load_module  # noqa: E402
 
 
-def _load(name: str, path: Path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-model_specs = _load("sglpatch_test_model_specs", TESTS_DIR / "models" / "specs.py")
+model_specs = load_module("sglpatch_test_model_specs", TESTS_DIR / "models" / "specs.py")
 
 
 def pytest_configure(config):

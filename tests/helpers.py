@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import subprocess
@@ -24,6 +25,16 @@ UPSTREAM_FILES = {
         "".join(f"line {i}\n" for i in range(1, 41)),
     "python/pyproject.toml": "[project]\nname = 'sglang'\n",
 }
+
+
+def load_module(name: str, path: Path):
+    """Import a file that is not on sys.path (a benchmark, a generator) as module ``name``; it is
+    registered in sys.modules, where dataclasses look their module up."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 def commit_files(repo: git.Repo, files: dict[str, str | None], message: str) -> str:

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
-from helpers import REPO_ROOT, make_project, run_cli
+from helpers import REPO_ROOT, load_module, make_project, run_cli
 from sglpatch import checks, source
 from sglpatch.cli import main as cli_main
 from sglpatch.contract import CHECK_NAMES, PATTERNS, check_tree
@@ -876,12 +875,7 @@ def test_patched_0_5_9_passes_interface_and_wiring(tmp_path):
 
 
 def _history_benchmark():
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("contract_history", REPO_ROOT / "benchmarks" / "contract_history.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    return load_module("contract_history", REPO_ROOT / "benchmarks" / "contract_history.py")
 
 
 def test_the_history_benchmark_judges_each_gap_by_what_upstream_did_later():
