@@ -663,6 +663,11 @@ def test_a_wrapper_on_transformers_pretrained_model_gets_real_verdicts(tmp_path)
     for member, status in (("config", "present"), ("tie_weights", "present"), ("named_modules", "present"),
                            ("get_input_embeddings", "missing"), ("no_such_member", "missing")):
         assert an.classes.lookup(ref, member).status == status, member
+    # resolves() (for code that is not a model) shares the known members, and nn.Module's
+    # __getattr__ (submodules, buffers) leaves every other name open
+    assert an.classes.resolves(ref, "tie_weights").owner == "transformers.PreTrainedModel"
+    assert an.classes.resolves(ref, "named_modules").owner == "torch.nn.Module"
+    assert an.classes.resolves(ref, "no_such_member").status == "unknown"
 
 
 def test_the_pretrained_model_list_covers_the_installed_transformers(runtime):

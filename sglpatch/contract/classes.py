@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 
 from .evaluate import UNKNOWN, Evaluator, Raised, PathRaises, is_none
-from .external import PRETRAINED_DEFAULT_RAISES, PRETRAINED_MODEL_BASES, PRETRAINED_MODEL_MEMBERS
+from .external import PRETRAINED_MODEL_BASES, PRETRAINED_MODEL_MEMBERS
 from .loader import loader_set_attributes
 from .outline import ClassOutline, Member, dotted
 from .tree import MODELS, SRT, SourceTree, Symbol
@@ -193,15 +193,10 @@ class ClassIndex:
         unknown = []
         for c in self.mro(ref):
             if isinstance(c, External):
-                if c.dotted in PRETRAINED_MODEL_BASES:  # an nn.Module with transformers' own API
-                    if member in PRETRAINED_MODEL_MEMBERS:
-                        return Lookup("present", "transformers.PreTrainedModel", "PreTrainedModel")
-                    if member in NN_MODULE_MEMBERS and member not in PRETRAINED_DEFAULT_RAISES:
-                        return Lookup("present", "torch.nn.Module", "nn.Module")
-                elif c.dotted in NN_MODULE_BASES or c.dotted.endswith(".nn.Module"):
-                    if member in NN_MODULE_MEMBERS:
-                        return Lookup("present", "torch.nn.Module", "nn.Module")
-                elif c.dotted not in EMPTY_BASES:
+                found = _external_member(c.dotted, member)
+                if found is not None:
+                    return found
+                if not _module_base(c.dotted) and c.dotted not in EMPTY_BASES:
                     unknown.append(c.dotted)
                 continue
             co = self.outline(c)
@@ -340,14 +335,10 @@ class ClassIndex:
         unknown = []
         for c in self.mro(ref):
             if isinstance(c, External):
-                if c.dotted in PRETRAINED_MODEL_BASES and member in PRETRAINED_MODEL_MEMBERS:
-                    return Lookup("present", "transformers.PreTrainedModel", "PreTrainedModel")
-                if (c.dotted in NN_MODULE_BASES or c.dotted in PRETRAINED_MODEL_BASES
-                        or c.dotted.endswith(".nn.Module")):
-                    if member in NN_MODULE_MEMBERS:
-                        return Lookup("present", "torch.nn.Module", "nn.Module")
-                    unknown.append(c.dotted)
-                elif c.dotted not in CLOSED_BASES:
+                found = _external_member(c.dotted, member)
+                if found is not None:
+                    return found
+                if _module_base(c.dotted) or c.dotted not in CLOSED_BASES:
                     unknown.append(c.dotted)
                 continue
             co = self.outline(c)
@@ -467,6 +458,21 @@ class ClassIndex:
 
 
 _NO_ATTR = ("__getattr__", "__getattribute__")
+
+
+def _module_base(dotted: str) -> bool:
+    """torch's nn.Module, or transformers' PreTrainedModel (an nn.Module with its own API)."""
+    return dotted in NN_MODULE_BASES or dotted in PRETRAINED_MODEL_BASES or dotted.endswith(".nn.Module")
+
+
+def _external_member(dotted: str, member: str) -> Lookup | None:
+    """What an external base provides of ``member``, or None. PreTrainedModel's defaults that
+    only raise (external.PRETRAINED_DEFAULT_RAISES) are in neither list: they do not count."""
+    if dotted in PRETRAINED_MODEL_BASES and member in PRETRAINED_MODEL_MEMBERS:
+        return Lookup("present", "transformers.PreTrainedModel", "PreTrainedModel")
+    if _module_base(dotted) and member in NN_MODULE_MEMBERS:
+        return Lookup("present", "torch.nn.Module", "nn.Module")
+    return None
 
 
 def getattr_paths(tree: SourceTree, cls: ClassRef, m: Member, member: str) -> list[tuple]:
