@@ -12,7 +12,9 @@ SGLang release on PyPI from the pin to the newest, then lets upstream's history 
 - a member upstream **added** to W between R and the next release (not provided at R, provided
   after), for a member the runtime uses, is *flagged* when the check at R reported it as a gap
   (or as required and missing everywhere: ``unsupported``, ``unverified``); an addition the check
-  called ``optional``, ``unknown`` or did not list is a miss (recall).
+  called ``optional`` or ``unknown`` is a miss (recall). An optional member the check did not list
+  because the inner model lacked it too is a **new feature** upstream gave both at once: nothing
+  was missing at R, so it is printed apart and left out of the recall.
 
 Per release it prints gaps and their fates, additions and misses, and the check's seconds (the
 trees and the outline cache come from ``sglpatch.source.pristine_tree``: offline once cached).
@@ -44,6 +46,9 @@ from sglpatch.pin import read_pin  # noqa: E402
 FLAGGED = ("gap", "broken", "unsupported", "unverified")
 # ... and the one it lists as a silently-off path without failing (guarded; the inner model has it).
 LISTED = FLAGGED + ("optional",)
+# An optional member that neither the wrapper nor its inner model had the release before: upstream
+# added a feature to both at once. Nothing was missing to flag; counted apart, outside the recall.
+NEW_FEATURE = "unlisted"
 # Targets (issue 16): recall of upstream's later additions, whole-zoo seconds per release warm.
 RECALL_TARGET = 0.95
 SECONDS_TARGET = 2.0
@@ -133,9 +138,10 @@ def evaluate(snaps: list[Snapshot]) -> list[dict]:
             "confirmed": sorted(f"{w}.{m} ({f} in {r})" for (w, m), (f, r) in fates.items()
                                 if f in ("added", "guarded", "unused")),
             "added_next": len(added),
+            "new_features": sorted(f"{w}.{m}" for w, m, was in added if was == NEW_FEATURE),
             "flagged": sum(1 for *_, was in added if was in FLAGGED),
             "listed": sum(1 for *_, was in added if was in LISTED),
-            "missed": sorted(f"{w}.{m} ({was})" for w, m, was in added if was not in FLAGGED),
+            "missed": sorted(f"{w}.{m} ({was})" for w, m, was in added if was not in FLAGGED + (NEW_FEATURE,)),
             "duplicates": snap.duplicates,
         })
     return rows
@@ -144,25 +150,29 @@ def evaluate(snaps: list[Snapshot]) -> list[dict]:
 def print_table(rows: list[dict], show_misses: bool, show_open: bool) -> None:
     print("gaps at each release by what upstream did later (added the member, guarded or dropped every "
           "call site,\nremoved the class, still open at the newest); members upstream added by the next "
-          "release, flagged here\n(a failure) or only listed (optional), and missed")
+          "release, flagged here\n(a failure) or only listed (optional), missed, and new features (the inner model "
+          "lacked the member too)")
     print(f"{'release':<13} {'s':>5} {'wrap':>5} {'gaps':>5} {'added':>6} {'guard':>6} {'unused':>6} "
-          f"{'remov':>6} {'open':>5} | {'next+':>5} {'flag':>5} {'list':>5} {'miss':>5}")
+          f"{'remov':>6} {'open':>5} | {'next+':>5} {'flag':>5} {'list':>5} {'miss':>5} {'new':>4}")
     for r in rows:
         f = r["fates"]
         print(f"{r['version']:<13} {r['seconds']:>5.1f} {r['wrappers']:>5} {r['gaps']:>5} "
               f"{f.get('added', 0):>6} {f.get('guarded', 0):>6} {f.get('unused', 0):>6} "
               f"{f.get('removed', 0):>6} {f.get('open', 0):>5} | {r['added_next']:>5} {r['flagged']:>5} "
-              f"{r['listed']:>5} {len(r['missed']):>5}")
+              f"{r['listed']:>5} {len(r['missed']):>5} {len(r['new_features']):>4}")
         if show_misses:
             for miss in r["missed"]:
                 print(f"    missed: {miss}")
+            for new in r["new_features"]:
+                print(f"    new:    {new} (its inner model lacked it too)")
         if show_open:
             for gap in r["open"]:
                 print(f"    open:   {gap}")
 
 
 def summary(rows: list[dict]) -> dict:
-    additions_total = sum(r["added_next"] for r in rows)
+    new_features = sum(len(r["new_features"]) for r in rows)
+    additions_total = sum(r["added_next"] for r in rows) - new_features  # the ones a check could flag
     flagged = sum(r["flagged"] for r in rows)
     fates = Counter()
     for r in rows:
@@ -170,7 +180,7 @@ def summary(rows: list[dict]) -> dict:
     slowest = max((r["seconds"] for r in rows), default=0.0)
     return {"distinct_gaps": sum(fates.values()), "fates": dict(fates),
             "confirmed": sum(fates[k] for k in ("added", "guarded", "unused")),
-            "additions": additions_total, "flagged": flagged,
+            "additions": additions_total, "new_features": new_features, "flagged": flagged,
             "listed": sum(r["listed"] for r in rows),
             "recall": flagged / additions_total if additions_total else None,
             "slowest_seconds": slowest,
@@ -206,7 +216,9 @@ def main() -> int:
     print(f"\ndistinct gaps {s['distinct_gaps']}: confirmed later {s['confirmed']} (added {f.get('added', 0)}, "
           f"guarded {f.get('guarded', 0)}, unused {f.get('unused', 0)}), class removed {f.get('removed', 0)}, "
           f"still open {f.get('open', 0)}")
-    print(f"upstream additions {s['additions']}: flagged the release before {s['flagged']}, recall {recall} "
+    print(f"upstream additions {s['additions'] + s['new_features']}: {s['new_features']} new features (no class "
+          f"had the member), {s['additions']} to flag")
+    print(f"of those {s['additions']}: flagged the release before {s['flagged']}, recall {recall} "
           f"(target {RECALL_TARGET:.0%}: {'met' if s['recall_met'] else 'NOT met'}); listed at all {listed}; "
           f"slowest check "
           f"{s['slowest_seconds']:.1f} s (target {SECONDS_TARGET:.0f} s: "

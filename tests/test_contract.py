@@ -901,7 +901,22 @@ def test_the_history_benchmark_judges_each_gap_by_what_upstream_did_later():
     assert hist.additions(s9, s9) == []
     rows = hist.evaluate([s9, s10])
     assert rows[0]["flagged"] < rows[0]["added_next"] and rows[0]["missed"]
-    assert hist.summary(rows)["recall"] == rows[0]["flagged"] / rows[0]["added_next"]
+    assert hist.summary(rows)["recall"] == rows[0]["flagged"] / (rows[0]["added_next"] - len(rows[0]["new_features"]))
+
+
+def test_a_feature_upstream_gives_wrapper_and_inner_model_at_once_is_no_miss():
+    """An optional member nothing had (unlisted: the inner model lacked it too) that the next
+    release adds is a new feature, outside the recall; its twin, listed as optional because the
+    inner model had it, is a miss."""
+    hist = _history_benchmark()
+    before = hist.Snapshot("1", 0.0, {"new_hook": False, "old_hook": False},
+                           {"W": {"old_hook": "optional"}})
+    after = hist.Snapshot("2", 0.0, {"new_hook": False, "old_hook": False},
+                          {"W": {"new_hook": "ok", "old_hook": "ok"}})
+    row = hist.evaluate([before, after])[0]
+    assert row["new_features"] == ["W.new_hook"] and row["missed"] == ["W.old_hook (optional)"]
+    s = hist.summary([row])
+    assert (s["additions"], s["new_features"], s["flagged"], s["recall"]) == (1, 1, 0, 0.0)
 
 
 @pytest.mark.slow
