@@ -119,6 +119,23 @@ def test_guarded_and_inherited_names_are_not_suspect(tmp_path, trees):
     assert suspects_on(tmp_path, trees, NEW, edits) == []
 
 
+def test_only_a_method_s_first_positional_parameter_is_its_instance(tmp_path, trees):
+    """A staticmethod's first parameter and a ``*args`` tuple are not ``self``: their attributes
+    are not looked up on the class; the twin, a plain method's ``self``, is."""
+    anchor = "    def init_attention_backend(self):\n"
+    edits = {MODEL_RUNNER: lambda text: text.replace(anchor, (
+        "    @staticmethod\n"
+        "    def _patch_static(runner):\n"
+        "        return runner.no_such_runner_attr\n\n"
+        "    def _patch_varargs(*args):\n"
+        "        return args.no_such_tuple_attr\n\n"
+        "    def _patch_method(self):\n"
+        "        return self.no_such_runner_attr\n\n") + anchor, 1)}
+    found = suspects_on(tmp_path, trees, NEW, edits)
+    line = line_of(tmp_path, NEW, MODEL_RUNNER, "return self.no_such_runner_attr")
+    assert [(s.line, s.name) for s in found] == [(line, "no_such_runner_attr")]
+
+
 # ---------------------------------------------------------------- imported names and module attributes
 
 REMOVED_FUNCTION = {EAGLE_INFO: lambda text: text + (

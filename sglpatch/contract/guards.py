@@ -12,9 +12,6 @@ from .access import _call_name, _const_str
 from .classes import ClassRef
 from .outline import dotted
 
-_GUARD_EXC = {"AttributeError", "Exception", "BaseException"}
-
-
 class GuardFacts:
     """Mixin of ``_Walker``: facts from tests (``self.known``: member -> guard)."""
 
@@ -165,15 +162,23 @@ def _exits(stmts) -> str | None:
     return None
 
 
+def caught(node) -> set[str]:
+    """What an ``except`` clause (its type expression) catches, with ``*`` for everything that
+    includes the errors a missing name raises (bare, Exception, BaseException)."""
+    if node is None:
+        return {"*"}
+    if isinstance(node, ast.Tuple):
+        return set().union(*(caught(e) for e in node.elts)) if node.elts else set()
+    name = (dotted(node) or "").rpartition(".")[2]
+    if name in ("Exception", "BaseException"):
+        return {"*"}
+    if name == "ModuleNotFoundError":
+        return {"ImportError"}
+    return {name} if name else set()
+
+
 def _handler_guards(h: ast.ExceptHandler) -> bool:
     """An except clause that swallows AttributeError (does not re-raise)."""
-    names = []
-    if h.type is None:
-        names = ["BaseException"]
-    elif isinstance(h.type, ast.Tuple):
-        names = [(dotted(e) or "").rpartition(".")[2] for e in h.type.elts]
-    else:
-        names = [(dotted(h.type) or "").rpartition(".")[2]]
-    if not any(n in _GUARD_EXC for n in names):
+    if not caught(h.type) & {"AttributeError", "*"}:
         return False
     return not any(isinstance(n, ast.Raise) for s in h.body for n in ast.walk(s))

@@ -9,6 +9,23 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
+def parameter_names(args: ast.arguments) -> list[str]:
+    """Every name a def binds from its arguments, ``*args`` and ``**kwargs`` included."""
+    names = [a.arg for a in args.posonlyargs + args.args + args.kwonlyargs]
+    return names + [a.arg for a in (args.vararg, args.kwarg) if a is not None]
+
+
+def self_parameter(fn) -> tuple[str | None, bool]:
+    """(the name a method binds its instance or class to, whether it is the class): the first
+    positional parameter, unless the method is a staticmethod."""
+    decorators = {(dotted(d.func if isinstance(d, ast.Call) else d) or "").rpartition(".")[2]
+                  for d in fn.decorator_list}
+    positional = fn.args.posonlyargs + fn.args.args
+    if "staticmethod" in decorators or not positional:
+        return None, False
+    return positional[0].arg, "classmethod" in decorators
+
+
 def dotted(node: ast.AST | None) -> str | None:
     """``a.b.c`` for a Name/Attribute chain, else None (calls, subscripts, ...)."""
     parts = []

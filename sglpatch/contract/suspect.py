@@ -3,7 +3,9 @@
 After a patch is merged onto a new release, the lines it added are checked statically on the
 merged tree (never imported), with the contract checker's tree index and class index
 (:mod:`.tree`, :mod:`.classes`), and the same lookup of what a call runs
-(``ClassIndex.method_def`` and ``callable_def``, which the contract walk's call graph uses too):
+(``ClassIndex.method_def`` and ``callable_def``, which the contract walk's call graph uses too),
+and the contract walker's reading of a def's parameters, its ``self`` and what an ``except``
+catches (``outline.parameter_names``/``self_parameter``, ``guards.caught``):
 
 1. ``self.X`` reads and ``self.X(...)`` calls (``cls.X`` in classmethods) where ``X`` resolves
    nowhere: not in the class's MRO (methods, properties, class attributes, annotations,
@@ -44,7 +46,8 @@ from pathlib import Path
 
 from .classes import ClassIndex, ClassRef
 from .core import Analysis
-from .outline import absolute_module, dotted
+from .guards import caught as guard_caught
+from .outline import absolute_module, dotted, parameter_names, self_parameter
 from .tree import PACKAGE, Module, SourceTree
 
 
@@ -293,7 +296,7 @@ class _Scan:
         if isinstance(node, ast.Try) or type(node).__name__ == "TryStar":
             caught = set()
             for h in node.handlers:
-                caught.update(_caught(h.type))
+                caught.update(guard_caught(h.type))
             guarded = replace(scope, caught=scope.caught | frozenset(caught))
             for stmt in node.body:
                 self.visit(stmt, guarded)
@@ -306,8 +309,7 @@ class _Scan:
 
     def function(self, node, scope: _Scope) -> None:
         args = node.args
-        params = [a.arg for a in args.posonlyargs + args.args + args.kwonlyargs]
-        params += [a.arg for a in (args.vararg, args.kwarg) if a is not None]
+        params = parameter_names(args)
         if not isinstance(node, ast.Lambda):
             for d in node.decorator_list:
                 self.visit(d, scope)
@@ -318,16 +320,13 @@ class _Scan:
         if scope.class_body and not isinstance(node, ast.Lambda):
             inner.self_name, inner.on_class, inner.self_class = None, False, None
             if scope.cls is not None:  # a method of a top-level class
-                decorators = {(dotted(d.func if isinstance(d, ast.Call) else d) or "").rpartition(".")[2]
-                              for d in node.decorator_list}
                 member = self.view.classes.outline(scope.cls).members.get(node.name)
                 inner.where = f"{scope.cls.name}.{node.name}"
                 inner.span = (member.start, member.end) if member is not None and member.start else None
-                if "staticmethod" not in decorators and params:
-                    inner.self_name = params[0]
-                    inner.on_class = "classmethod" in decorators
-                    first = (args.posonlyargs + args.args)[0] if args.posonlyargs + args.args else None
-                    note = _annotation_name(first.annotation) if first is not None else None
+                inner.self_name, inner.on_class = self_parameter(node)
+                if inner.self_name is not None:
+                    first = (args.posonlyargs + args.args)[0]
+                    note = _annotation_name(first.annotation)
                     ref = self.view.classes.resolve(self.mod.name, note) if note else None
                     inner.self_class = ref if isinstance(ref, ClassRef) else None
         elif scope.where == "<module>" and not scope.class_body and not isinstance(node, ast.Lambda):
@@ -611,21 +610,6 @@ def _accepts(fn) -> set[str] | None:
     if args.kwarg is not None:
         return None
     return {a.arg for a in args.args + args.kwonlyargs}
-
-
-def _caught(node) -> set[str]:
-    """What an ``except`` clause catches, with ``*`` for everything that includes the errors
-    a missing name raises (bare, Exception, BaseException)."""
-    if node is None:
-        return {"*"}
-    if isinstance(node, ast.Tuple):
-        return set().union(*(_caught(e) for e in node.elts)) if node.elts else set()
-    name = (dotted(node) or "").rpartition(".")[2]
-    if name in ("Exception", "BaseException"):
-        return {"*"}
-    if name == "ModuleNotFoundError":
-        return {"ImportError"}
-    return {name} if name else set()
 
 
 def _annotation_name(node) -> str | None:

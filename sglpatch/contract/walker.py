@@ -15,7 +15,7 @@ from .access import (GETTER, _ATTR_ROOTS, _DRAFT_RUNNER_NAME, _EVENT_NAMES, _FOL
                      FuncInfo, Val, _call_name, _const_str, _features_of)
 from .calls import CallGraph
 from .guards import GuardFacts, _after_exit, _exits, _handler_guards
-from .outline import dotted
+from .outline import dotted, parameter_names, self_parameter
 
 if TYPE_CHECKING:  # derive.py runs the walk
     from .derive import Deriver
@@ -51,13 +51,8 @@ class _Walker(GuardFacts, CallGraph):
         self.handled: set[int] = set()
         self.parents: dict[int, ast.AST] = {}
         args = info.node.args
-        self.params = [a.arg for a in args.posonlyargs + args.args + args.kwonlyargs]
-        if args.vararg:
-            self.params.append(args.vararg.arg)
-        if args.kwarg:
-            self.params.append(args.kwarg.arg)
-        self.self_name = self.params[0] if (self.cls is not None and self.params and not any(
-            (dotted(dec) or "").endswith("staticmethod") for dec in info.node.decorator_list)) else None
+        self.params = parameter_names(args)
+        self.self_name = self_parameter(info.node)[0] if self.cls is not None else None
         self.is_runner = self.cls in d.runner_classes
         self.in_spec = "/speculative/" in self.mod.relpath
         self.context = f"{self.mod.relpath} {info.qualname}"
