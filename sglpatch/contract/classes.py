@@ -11,7 +11,8 @@ import ast
 import re
 from dataclasses import dataclass, field
 
-from .evaluate import UNKNOWN, Evaluator, Raised, PathRaises, is_none
+from .evaluate import Evaluator
+from .values import UNKNOWN, PathRaises, Raised, is_none
 from .external import PRETRAINED_MODEL_BASES, PRETRAINED_MODEL_MEMBERS
 from .loader import loader_set_attributes
 from .outline import ClassOutline, Member, dotted

@@ -29,7 +29,8 @@ from __future__ import annotations
 import ast
 import re
 
-from .evaluate import UNKNOWN, End, Evaluator, ModuleGlobals, PathRaises, State, merged_attrs
+from .evaluate import Evaluator, ModuleGlobals
+from .values import UNKNOWN, End, PathRaises, State, merged_attrs
 from .gates import GateResult
 from .outline import _top_statements
 from .tree import Module, SourceTree
