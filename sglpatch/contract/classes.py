@@ -1,94 +1,26 @@
-"""Classes in the tree: base resolution across modules, MRO, member lookup, wrapper models.
-
-A *wrapper model* is a class under ``srt/models/`` that holds an inner language model in an
-attribute (``self.language_model = DeepseekV3ForCausalLM(...)``) instead of inheriting from it,
-so every part of the runtime interface the inner model has must be delegated by hand.
+"""Classes in the tree: base resolution across modules, MRO and member lookup (``lookup`` for the
+contract, ``resolves`` for code that is not a model), through external bases (:mod:`.external`)
+and ``__getattr__`` (:mod:`.getattr_forward`). Wrapper models and their inner models are the
+index's other half (:mod:`.wrappers`); the types it returns live in :mod:`.refs`.
 """
 
 from __future__ import annotations
 
-import ast
 import re
-from dataclasses import dataclass, field
 
-from .evaluate import Evaluator
-from .values import UNKNOWN, PathRaises, Raised, is_none
-from .external import PRETRAINED_MODEL_BASES, PRETRAINED_MODEL_MEMBERS
+from .external import (CLOSED_BASES, EMPTY_BASES, NN_MODULE_BASES, NN_MODULE_MEMBERS, OBJECT_MEMBERS,
+                       PLAIN_CLASS_DECORATORS, PRETRAINED_MODEL_BASES, PRETRAINED_MODEL_MEMBERS)
+from .getattr_forward import getattr_paths
 from .loader import loader_set_attributes
-from .outline import ClassOutline, Member, dotted
+from .outline import ClassOutline, Member
+from .refs import ClassRef, External, Lookup
 from .tree import MODELS, SRT, SourceTree, Symbol
+from .wrappers import Wrappers
 
-# torch.nn.Module's public (and commonly used private) attributes: the one external base every
-# model class has. This is torch's API, not SGLang's contract, so it is listed rather than derived.
-NN_MODULE_MEMBERS = frozenset("""
-__call__ __init__ __getattr__ __setattr__ __delattr__ __dir__ __repr__ __getstate__ __setstate__
-forward training dump_patches call_super_init T_destination
-register_buffer register_parameter add_module register_module get_submodule set_submodule
-get_parameter get_buffer get_extra_state set_extra_state apply cuda ipu xpu mtia cpu type float
-double half bfloat16 to_empty to register_full_backward_pre_hook register_backward_hook
-register_full_backward_hook register_forward_pre_hook register_forward_hook
-register_state_dict_post_hook register_state_dict_pre_hook register_load_state_dict_pre_hook
-register_load_state_dict_post_hook state_dict load_state_dict parameters named_parameters buffers
-named_buffers children named_children modules named_modules train eval requires_grad_ zero_grad
-share_memory extra_repr compile
-_apply _call_impl _wrapped_call_impl _get_name _named_members _load_from_state_dict
-_save_to_state_dict _parameters _buffers _modules _non_persistent_buffers_set _forward_hooks
-_forward_pre_hooks _backward_hooks _backward_pre_hooks _state_dict_hooks _load_state_dict_pre_hooks
-_version _is_full_backward_hook _compiled_call_impl
-""".split())
-NN_MODULE_BASES = frozenset(("torch.nn.Module", "torch.nn.modules.module.Module"))
-# Bases that contribute nothing the runtime looks up.
-EMPTY_BASES = frozenset(("builtins.object", "object", "abc.ABC", "typing.Generic", "typing.Protocol",
-                         "typing_extensions.Protocol", "abc.ABCMeta", "enum.Enum"))
-# Bases that add no attributes of their own beyond object's (for ClassIndex.resolves).
-CLOSED_BASES = frozenset(("builtins.object", "object", "abc.ABC", "typing.Generic", "typing.Protocol",
-                          "typing_extensions.Protocol"))
-PLAIN_CLASS_DECORATORS = frozenset(("dataclass", "total_ordering", "final", "runtime_checkable",
-                                    "unique"))
-OBJECT_MEMBERS = frozenset(dir(object)) | {"__dict__", "__class__", "__module__", "__annotations__",
-                                           "__wrapped__", "__name__", "__qualname__", "__mro__"}
-# Attribute names that hold the language model in multimodal wrappers; used only when the class
-# assigned there is chosen at runtime (e.g. ``self.language_model = lm_cls(...)``).
-DYNAMIC_INNER_ATTRS = ("language_model", "llm")
+__all__ = ["ClassIndex", "ClassRef", "External", "Lookup"]  # the types live in refs.py
 
 
-@dataclass(frozen=True)
-class ClassRef:
-    module: str
-    name: str
-
-    @property
-    def qualname(self) -> str:
-        return f"{self.module}.{self.name}"
-
-
-@dataclass(frozen=True)
-class External:
-    dotted: str
-
-
-@dataclass
-class Lookup:
-    status: str  # present | forwarded | missing | unknown
-    owner: str | None = None  # class that provides it (qualified), or "torch.nn.Module"
-    kind: str | None = None
-    location: str | None = None
-    note: str = ""
-
-    @property
-    def ok(self) -> bool:
-        return self.status in ("present", "forwarded")
-
-
-@dataclass
-class Inner:
-    attr: str
-    line: int
-    candidates: list  # ClassRef | External | "?"
-    lm: list[ClassRef] = field(default_factory=list)  # the candidates that are language models
-
-
-class ClassIndex:
+class ClassIndex(Wrappers):
     def __init__(self, tree: SourceTree):
         self.tree = tree
         self._mro: dict[ClassRef, list] = {}
@@ -376,90 +308,6 @@ class ClassIndex:
             self._subclasses[ref] = out
         return self._subclasses[ref]
 
-    # ------------------------------------------------------------ inner models and wrappers
-
-    def held(self, ref: ClassRef) -> dict[str, list]:
-        """attr -> classes constructed into ``self.attr`` anywhere in the MRO (subclass first)."""
-        out: dict[str, list] = {}
-        for c in self.mro(ref):
-            if not isinstance(c, ClassRef):
-                continue
-            co = self.outline(c)
-            if co is None:
-                continue
-            for attr, cands in co.holds.items():
-                if attr in out:
-                    continue
-                resolved = []
-                for cand in cands:
-                    if cand == "?":
-                        resolved.append("?")
-                        continue
-                    r = self.resolve(c.module, cand)
-                    resolved.append(r if r is not None else "?")
-                out[attr] = resolved
-        return out
-
-    def _holds_line(self, ref: ClassRef, attr: str) -> str | None:
-        for c in self.mro(ref):
-            if isinstance(c, ClassRef):
-                co = self.outline(c)
-                if co and attr in co.holds_line:
-                    return self.location(c, co.holds_line[attr])
-        return None
-
-    def is_causal_lm(self, ref: ClassRef) -> bool:
-        """A complete language model: its MRO builds the logits processor (LM head side).
-
-        Names are no evidence: many wrappers are called ``...ForCausalLM`` too.
-        """
-        if ref not in self._lm:
-            self._lm[ref] = False
-            for c in self.mro(ref):
-                if isinstance(c, ClassRef):
-                    co = self.outline(c)
-                    if co is not None and co.sets_logits_processor:
-                        self._lm[ref] = True
-                        break
-        return self._lm[ref]
-
-    def inherits_causal_lm(self, ref: ClassRef) -> bool:
-        return any(isinstance(c, ClassRef) and c != ref and self.is_causal_lm(c) for c in self.mro(ref)[1:])
-
-    def inner_models(self, ref: ClassRef, _depth: int = 0) -> list[Inner]:
-        """The attributes of ``ref`` that hold its inner model; asked once per member by the
-        check and the forward reader, so the top-level answer is kept."""
-        if _depth == 0 and ref in self._inners:
-            return self._inners[ref]
-        out = self._find_inners(ref, _depth)
-        if _depth == 0:
-            self._inners[ref] = out
-        return out
-
-    def _find_inners(self, ref: ClassRef, _depth: int) -> list[Inner]:
-        out = []
-        for attr, cands in self.held(ref).items():
-            lm = [c for c in cands if isinstance(c, ClassRef) and c != ref
-                  and (self.is_causal_lm(c) or (_depth < 3 and self.is_wrapper(c, _depth + 1)))]
-            dynamic = cands and all(c == "?" for c in cands) and attr in DYNAMIC_INNER_ATTRS
-            if lm or dynamic:
-                where = self._holds_line(ref, attr)
-                line = int(where.rpartition(":")[2]) if where else 0
-                out.append(Inner(attr, line, cands, lm))
-        return out
-
-    def is_wrapper(self, ref: ClassRef, _depth: int = 0) -> bool:
-        if ref in self._wrapper:
-            return self._wrapper[ref]
-        self._wrapper[ref] = False  # recursion guard
-        result = (self.outline(ref) is not None and not self.inherits_causal_lm(ref)
-                  and bool(self.inner_models(ref, _depth)))
-        self._wrapper[ref] = result
-        return result
-
-
-_NO_ATTR = ("__getattr__", "__getattribute__")
-
 
 def _module_base(dotted: str) -> bool:
     """torch's nn.Module, or transformers' PreTrainedModel (an nn.Module with its own API)."""
@@ -473,57 +321,6 @@ def _external_member(dotted: str, member: str) -> Lookup | None:
         return Lookup("present", "transformers.PreTrainedModel", "PreTrainedModel")
     if _module_base(dotted) and member in NN_MODULE_MEMBERS:
         return Lookup("present", "torch.nn.Module", "nn.Module")
-    return None
-
-
-def getattr_paths(tree: SourceTree, cls: ClassRef, m: Member, member: str) -> list[tuple]:
-    """What ``cls.__getattr__`` does when asked for ``member``, per path: ("forward", chain) for
-    ``return getattr(self.a.b, name)``, ("raise", ()) when it raises (``super().__getattr__`` of
-    an nn.Module raises for anything but a registered parameter, buffer or submodule), ("none", ())
-    when it returns None, or ("returns another value", ()) / ("is not analysable", ())."""
-    node = tree.module(cls.module).segment(m.start, m.end) if m.start else None
-    params = [a.arg for a in node.args.args] if node is not None else []
-    if len(params) < 2:
-        return [("is not analysable", ())]
-
-    def hook(ev, call, name, args, kwargs, st):
-        f = call.func
-        if isinstance(f, ast.Attribute) and f.attr in _NO_ATTR and (
-                isinstance(f.value, ast.Call) and dotted(f.value.func) == "super"
-                or (dotted(f.value) or "").rpartition(".")[2] in ("Module", "object")):
-            raise PathRaises(Raised("AttributeError", member, call.lineno))
-        if name == "getattr" and len(call.args) >= 2 and isinstance(call.args[1], ast.Name) \
-                and call.args[1].id == params[1]:
-            chain = _self_chain(call.args[0], params[0])
-            return _Forward(chain) if chain else UNKNOWN
-        return NotImplemented
-
-    out = []
-    for end in Evaluator(call=hook).run(node, {params[1]: member}):
-        if end.kind == "raise":
-            out.append(("raise", ()))
-        elif end.kind == "fall" or is_none(end.value):
-            out.append(("none", ()))
-        elif isinstance(end.value, _Forward):
-            out.append(("forward", end.value.chain))
-        else:
-            out.append(("returns another value", ()))
-    return out
-
-
-@dataclass(frozen=True)
-class _Forward:
-    chain: tuple[str, ...]
-
-
-def _self_chain(node, me: str) -> tuple[str, ...] | None:
-    """``self.a.b`` -> ("a", "b"); anything else None."""
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name) and node.id == me and parts:
-        return tuple(reversed(parts))
     return None
 
 

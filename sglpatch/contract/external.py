@@ -2,7 +2,7 @@
 
 A model class whose base is outside the tree (``transformers.PreTrainedModel``) used to make every
 member it lacks ``unknown``. transformers' model base is listed here instead, as torch.nn.Module
-is in classes.py: its API, not SGLang's contract. Generated from the transformers each line's
+is below: its API, not SGLang's contract. Generated from the transformers each line's
 runtime installs (4.57.1 for SGLang 0.5.9, 5.19.0 for 0.5.23): the union of the class's own
 attributes (``dir(PreTrainedModel)`` less torch.nn.Module's) and the ``self.X`` its ``__init__``
 methods set. tests/test_contract.py compares the list with the installed transformers.
@@ -65,3 +65,34 @@ PRETRAINED_DEFAULT_RAISES = frozenset("""
 enable_input_require_grads get_input_embeddings get_output_embeddings get_position_embeddings
 resize_position_embeddings set_input_embeddings
 """.split())
+
+
+# torch.nn.Module's public (and commonly used private) attributes: the one external base every
+# model class has. This is torch's API, not SGLang's contract, so it is listed rather than derived.
+NN_MODULE_MEMBERS = frozenset("""
+__call__ __init__ __getattr__ __setattr__ __delattr__ __dir__ __repr__ __getstate__ __setstate__
+forward training dump_patches call_super_init T_destination
+register_buffer register_parameter add_module register_module get_submodule set_submodule
+get_parameter get_buffer get_extra_state set_extra_state apply cuda ipu xpu mtia cpu type float
+double half bfloat16 to_empty to register_full_backward_pre_hook register_backward_hook
+register_full_backward_hook register_forward_pre_hook register_forward_hook
+register_state_dict_post_hook register_state_dict_pre_hook register_load_state_dict_pre_hook
+register_load_state_dict_post_hook state_dict load_state_dict parameters named_parameters buffers
+named_buffers children named_children modules named_modules train eval requires_grad_ zero_grad
+share_memory extra_repr compile
+_apply _call_impl _wrapped_call_impl _get_name _named_members _load_from_state_dict
+_save_to_state_dict _parameters _buffers _modules _non_persistent_buffers_set _forward_hooks
+_forward_pre_hooks _backward_hooks _backward_pre_hooks _state_dict_hooks _load_state_dict_pre_hooks
+_version _is_full_backward_hook _compiled_call_impl
+""".split())
+NN_MODULE_BASES = frozenset(("torch.nn.Module", "torch.nn.modules.module.Module"))
+# Bases that contribute nothing the runtime looks up.
+EMPTY_BASES = frozenset(("builtins.object", "object", "abc.ABC", "typing.Generic", "typing.Protocol",
+                         "typing_extensions.Protocol", "abc.ABCMeta", "enum.Enum"))
+# Bases that add no attributes of their own beyond object's (for ClassIndex.resolves).
+CLOSED_BASES = frozenset(("builtins.object", "object", "abc.ABC", "typing.Generic", "typing.Protocol",
+                          "typing_extensions.Protocol"))
+PLAIN_CLASS_DECORATORS = frozenset(("dataclass", "total_ordering", "final", "runtime_checkable",
+                                    "unique"))
+OBJECT_MEMBERS = frozenset(dir(object)) | {"__dict__", "__class__", "__module__", "__annotations__",
+                                           "__wrapped__", "__name__", "__qualname__", "__mro__"}

@@ -34,7 +34,8 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from .classes import ClassIndex, ClassRef, _self_chain
+from .classes import ClassIndex, ClassRef
+from .getattr_forward import self_chain
 from .tree import SourceTree
 
 
@@ -118,7 +119,7 @@ def _members(cls: ast.ClassDef):
         if fn.name.startswith("__") and fn.name.endswith("__"):
             for stmt in ast.walk(fn):  # attributes set in __init__ and friends
                 if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
-                    chain = _self_chain(stmt.targets[0], fn.args.args[0].arg if fn.args.args else "self")
+                    chain = self_chain(stmt.targets[0], fn.args.args[0].arg if fn.args.args else "self")
                     if chain and len(chain) == 1:
                         yield chain[0], stmt.value, []
             continue
@@ -178,7 +179,7 @@ def _is_inner(node: ast.expr, inner_attrs: set[str], inner_classes: set[str]) ->
     """``self.<inner>``, or the inner model's class by name (a classmethod's forward)."""
     if isinstance(node, ast.Name):
         return node.id in inner_classes
-    chain = _self_chain(node, "self")
+    chain = self_chain(node, "self")
     return chain is not None and len(chain) == 1 and chain[0] in inner_attrs
 
 
