@@ -27,7 +27,8 @@ import pytest
 
 from helpers import AUTHOR_ENV, REPO_ROOT, assert_one_line_error, make_project, run_cli
 from sglpatch import build, checks, source
-from sglpatch.contract.core import Analysis, check_model
+from sglpatch.contract.core import Analysis
+from sglpatch.contract.verdicts import check_model
 from sglpatch.contract.eagle3 import draft_rewrites, interface
 from sglpatch.contract.forwards import forward_problems
 from sglpatch.contract.symm_mem import check_symm_mem

@@ -14,8 +14,9 @@ See docs/contract.md for what is derived and how.
 """
 
 from .cli import handler, register_cli
-from .core import (DEFAULT_MODELS, Analysis, Contract, ContractItem, MemberStatus, ModelReport,
-                   Report, check_tree)
+from .core import DEFAULT_MODELS, Analysis, Report, check_tree
+from .terms import Contract, ContractItem
+from .verdicts import MemberStatus, ModelReport
 from .derive import FEATURES, PATTERNS, PROPAGATION
 from .named import NAMES as CHECK_NAMES
 from .wiring import WiringResult

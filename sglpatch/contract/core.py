@@ -1,269 +1,27 @@
-"""The contract, per-model verdicts and the report: ``check_tree(tree, models=None) -> Report``."""
+"""The report over a tree: ``check_tree(tree, models=None) -> Report``, and the ``Analysis`` it
+runs on (the tree, its class index, the walk, the contract, the wrappers SGLang can load).
+The contract itself is :mod:`.terms`, the per-model verdicts :mod:`.verdicts`."""
 
 from __future__ import annotations
 
 import hashlib
 import re
 import time
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import UserError
 from . import eagle3
-from .classes import ClassIndex, ClassRef, Lookup
-from .derive import FEATURES, PATTERNS, Access, Deriver
-from .forwards import inner_reads
+from .classes import ClassIndex, ClassRef
+from .derive import Deriver
 from .production import Launch
+from .terms import Contract, build_contract
 from .tree import SourceTree
+from .verdicts import MemberStatus, ModelReport, check_model
 from .wiring import WiringResult, check_wiring
 
 # The models our series targets: checked by default and by the named check.
 DEFAULT_MODELS = ("KimiK25ForConditionalGeneration",)
-
-# Sanity limits for the derived contract: fewer target members, or no access through one of
-# these anchor patterns, means the tree's layout is no longer recognised.
-MIN_TARGET_MEMBERS = 8
-ANCHOR_PATTERNS = ("runner-self", "target-worker")
-
-
-@dataclass
-class ContractItem:
-    member: str
-    param: str | None  # set for a signature probe: forward(pp_proxy_tensors)
-    on_class: bool  # only ever accessed on the model class (classmethod), not an instance
-    sites: list[Access] = field(default_factory=list)
-
-    @property
-    def label(self) -> str:
-        return f"{self.member}({self.param})" if self.param else self.member
-
-    @property
-    def required(self) -> bool:
-        return any(s.required for s in self.sites)
-
-    @property
-    def required_sites(self) -> list[Access]:
-        return [s for s in self.sites if s.required]
-
-    @property
-    def features(self) -> list[str]:
-        sites = self.required_sites or self.sites
-        fs = set().union(*(s.features for s in sites)) if sites else set()
-        return [f for f in FEATURES + ("core",) if f in fs]
-
-    @property
-    def guards(self) -> list[str]:
-        return sorted({s.guard for s in self.sites if s.guard})
-
-    def to_json(self) -> dict:
-        return {"member": self.member, "param": self.param, "on_class": self.on_class,
-                "required": self.required, "features": self.features,
-                "sites": [{"location": s.location, "guard": s.guard, "kind": s.kind,
-                           "function": s.function, "pattern": s.pattern, "role": s.role,
-                           "features": sorted(s.features), "detail": s.detail or None,
-                           "via": list(s.via) or None, "conditions": list(s.conditions) or None}
-                          for s in self.sites]}
-
-
-@dataclass
-class Contract:
-    target: dict[str, ContractItem]
-    draft: dict[str, ContractItem]
-    patterns: dict[str, int]
-    problems: list[str]
-
-    def to_json(self) -> dict:
-        return {"target": [i.to_json() for i in self.target.values()],
-                "draft": [i.to_json() for i in self.draft.values()],
-                "patterns": self.patterns, "problems": self.problems}
-
-
-def build_contract(accesses: list[Access], *, min_members: int = MIN_TARGET_MEMBERS,
-                   anchors=ANCHOR_PATTERNS) -> Contract:
-    target: dict[str, ContractItem] = {}
-    draft: dict[str, ContractItem] = {}
-    patterns = Counter({p: 0 for p in PATTERNS})
-    for a in accesses:
-        patterns[a.pattern] += 1
-        param = a.detail if a.kind == "signature" else None
-        on_class = a.kind.startswith("class-")
-        for role, book in (("target", target), ("draft", draft)):
-            if a.role not in (role, "any"):
-                continue
-            label = f"{a.member}({param})" if param else a.member
-            item = book.get(label)
-            if item is None:
-                item = book[label] = ContractItem(a.member, param, on_class)
-            item.on_class = item.on_class and on_class
-            item.sites.append(a)
-    problems = []
-    if len(target) < min_members:
-        problems.append(f"the derived target contract has only {len(target)} members (expected at "
-                        f"least {min_members}): the tree's layout is not recognised")
-    for p in anchors:
-        if not patterns.get(p):
-            problems.append(f"access pattern '{p}' ({PATTERNS[p]}) matched nothing: "
-                            "the runtime layout changed; update PATTERNS in sglpatch/contract/access.py")
-    order = sorted(target.values(), key=lambda i: (not i.required, i.label))
-    return Contract({i.label: i for i in order},
-                    {i.label: i for i in sorted(draft.values(), key=lambda i: (not i.required, i.label))},
-                    dict(patterns), problems)
-
-
-# ---------------------------------------------------------------- per-model verdicts
-
-@dataclass
-class MemberStatus:
-    item: ContractItem
-    verdict: str  # ok | gap | optional | unsupported | unverified | unknown
-    lookup: Lookup
-    inner: list[tuple[str, Lookup]] = field(default_factory=list)  # (inner class, its lookup)
-
-    @property
-    def inner_has(self) -> bool | None:
-        if not self.inner:
-            return None
-        return any(lk.ok for _, lk in self.inner)
-
-    def to_json(self) -> dict:
-        return {"member": self.item.label, "verdict": self.verdict, "required": self.item.required,
-                "features": self.item.features,
-                "provided_by": self.lookup.owner, "kind": self.lookup.kind,
-                "location": self.lookup.location, "note": self.lookup.note or None,
-                "inner_has": self.inner_has,
-                "inner": [{"class": c, "status": lk.status, "location": lk.location} for c, lk in self.inner],
-                "sites": [s.location for s in (self.item.required_sites or self.item.sites)]}
-
-
-@dataclass
-class ModelReport:
-    name: str
-    qualname: str
-    location: str
-    wrapper: bool
-    inners: list[dict]  # attr, classes, location
-    statuses: list[MemberStatus]
-    draft_statuses: list[MemberStatus]
-    draft_present: set[str] = field(default_factory=set)  # draft-only members the class has
-    eagle3: list = field(default_factory=list)  # eagle3.Status per EAGLE-3 interface member
-
-    @property
-    def gaps(self) -> list[MemberStatus]:
-        """Members the runtime requires that fail here: missing (``gap``), or present but reading
-        on the inner model what it lacks (``broken``)."""
-        return [s for s in self.statuses if s.verdict in ("gap", "broken")]
-
-    def by(self, verdict: str) -> list[MemberStatus]:
-        return [s for s in self.statuses if s.verdict == verdict]
-
-    @property
-    def eagle3_failures(self) -> list:
-        return [s for s in self.eagle3 if s.failed]
-
-    def to_json(self, in_production=lambda status: True) -> dict:
-        gaps = self.gaps
-        return {"name": self.name, "class": self.qualname, "location": self.location,
-                "wrapper": self.wrapper, "inner": self.inners, "gaps": len(gaps),
-                "members": [s.to_json() | ({"production": in_production(s)} if s in gaps else {})
-                            for s in self.statuses if s.verdict != "ok"],
-                "ok": [s.item.label for s in self.statuses if s.verdict == "ok"],
-                "draft_role_missing": [s.to_json() for s in self.draft_statuses],
-                "eagle3_interface": [s.to_json() for s in self.eagle3],
-                "eagle3_failures": len(self.eagle3_failures)}
-
-
-def _lookup(ci: ClassIndex, ref: ClassRef, item: ContractItem) -> Lookup:
-    if item.param is None:
-        return ci.lookup(ref, item.member, on_class=item.on_class)
-    m, where = ci.method_params(ref, item.member)
-    if m is None:
-        base = ci.lookup(ref, item.member)
-        if base.status == "present" and base.owner == "torch.nn.Module":
-            return Lookup("missing", None, None, None, f"{item.member} is torch's default")
-        return Lookup(base.status if base.status != "present" else "unknown", base.owner, base.kind,
-                      base.location, base.note)
-    if item.param in m.params or m.varkw:
-        return Lookup("present", None, "parameter" if item.param in m.params else "**kwargs", where)
-    return Lookup("missing", None, None, where, f"{item.member}() has no parameter {item.param}")
-
-
-def _broken_read(ci: ClassIndex, ref: ClassRef, item: ContractItem, lk: Lookup) -> MemberStatus | None:
-    """The wrapper's own method reads ``self.<inner>.<name>`` and an inner class lacks ``name``:
-    present, and still an AttributeError on the path (0.5.9's DotsOCR ``get_embed_and_head``)."""
-    if lk.owner != ref.qualname or item.param is not None:
-        return None
-    inners = {inner.attr: inner.lm for inner in ci.inner_models(ref)}
-    for attr, name, line in inner_reads(ci.tree, ci, ref, item.member):
-        looks = [(c.name, ci.lookup(c, name)) for c in inners.get(attr, [])]
-        lacking = [c for c, x in looks if not x.ok]
-        if lacking:
-            note = f"it reads self.{attr}.{name}, which {', '.join(lacking)} lacks"
-            return MemberStatus(item, "broken", Lookup(lk.status, lk.owner, lk.kind, ci.location(ref, line), note),
-                                looks)
-    return None
-
-
-def check_model(ci: ClassIndex, ref: ClassRef, contract: Contract,
-                runtime_candidates=lambda: []) -> ModelReport:
-    """``runtime_candidates()``: the classes an inner model chosen at run time may be (every
-    language model SGLang loads), asked only for such a wrapper."""
-    wrapper = ci.is_wrapper(ref)
-    inners = ci.inner_models(ref) if wrapper else []
-    inner_refs: list[ClassRef] = []
-    inner_json = []
-    for inn in inners:
-        names = [c.name if isinstance(c, ClassRef) else ("<runtime choice>" if c == "?" else c.dotted)
-                 for c in inn.candidates]
-        inner_json.append({"attr": inn.attr, "classes": names,
-                           "location": ci.location(ref, inn.line) if inn.line else None})
-        for c in inn.lm:
-            if c not in inner_refs:
-                inner_refs.append(c)
-    dynamic = wrapper and not inner_refs
-    if dynamic:  # self.language_model = lm_cls(...): any language model SGLang loads may be it
-        inner_refs = list(runtime_candidates())
-        for j in inner_json:
-            j["candidates"] = len(inner_refs)
-
-    draft_present: set[str] = set()
-
-    def status(item: ContractItem, draft: bool) -> MemberStatus | None:
-        lk = _lookup(ci, ref, item)
-        if lk.ok:
-            if draft:
-                draft_present.add(item.label)
-                return None
-            broken = _broken_read(ci, ref, item, lk) if item.required and not dynamic else None
-            return broken or MemberStatus(item, "ok", lk)
-        inner = [(c.name, _lookup(ci, c, item)) for c in inner_refs]
-        inner_has = any(x.ok for _, x in inner)
-        if dynamic:  # only the candidates that have it matter to the verdict and the fix
-            inner = [(c, x) for c, x in inner if x.ok][:3]
-        if lk.status == "unknown":
-            verdict = "unknown"
-        elif draft:
-            return MemberStatus(item, "draft-role", lk, inner) if inner_has else None
-        elif item.required:
-            verdict = "gap" if inner_has else ("unverified" if dynamic and not inner_refs else "unsupported")
-            if not wrapper:
-                verdict = "unsupported"
-        else:
-            if not inner_has:
-                return None
-            verdict = "optional"
-        return MemberStatus(item, verdict, lk, inner)
-
-    statuses = [s for s in (status(i, False) for i in contract.target.values()) if s]
-    target_labels = set(contract.target)
-    draft_statuses = [s for s in (status(i, True) for i in contract.draft.values()
-                                  if i.label not in target_labels and i.required) if s]
-    if not wrapper:  # a language model itself: no inner model has anything to offer
-        draft_statuses = []
-    order = {"gap": 0, "broken": 0, "unverified": 1, "unknown": 2, "optional": 3, "unsupported": 4, "ok": 5}
-    statuses.sort(key=lambda s: (order.get(s.verdict, 9), s.item.label))
-    return ModelReport(ref.name, ref.qualname, ci.location(ref), wrapper, inner_json, statuses,
-                       draft_statuses, draft_present)
 
 
 # ---------------------------------------------------------------- the report

@@ -16,21 +16,20 @@ sides:
 
 ``requirements(contract, model, rewrites)`` lists the members with their reasons;
 ``interface(report, requirements)`` gives each one's verdict for a checked model (the verdicts of
-:func:`.core.check_model`), and ``failures`` the ones that fail it.
+:func:`.verdicts.check_model`), and ``failures`` the ones that fail it.
 """
 
 from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from .derive import Access
 from .outline import _top_statements
+from .terms import Contract, ContractItem
 from .tree import SRT, SourceTree
+from .verdicts import MemberStatus, ModelReport
 
-if TYPE_CHECKING:  # core imports this module
-    from .core import Contract, ContractItem, MemberStatus, ModelReport
 
 PATH = "eagle3"
 MODEL_CONFIG = f"{SRT}.configs.model_config"

@@ -14,7 +14,8 @@ from pathlib import Path
 
 from ..findings import Finding, register
 from . import eagle3
-from .core import Analysis, check_model
+from .core import Analysis
+from .verdicts import check_model
 from .forwards import forward_problems
 from .aux_layers import check_aux_layer_resolution
 from .gates import check_allreduce_gate

@@ -13,14 +13,11 @@ import ast
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import yaml
 
+from .terms import ContractItem
 from .tree import Module, SourceTree
-
-if TYPE_CHECKING:  # core imports this module
-    from .core import ContractItem
 
 
 LAUNCH_FILE = Path("deploy") / "compose" / "compose.yaml"

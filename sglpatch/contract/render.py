@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from .core import MemberStatus, ModelReport, Report
+from .core import Report
+from .verdicts import MemberStatus, ModelReport
 
 PREFIX = "python/sglang/"
 
