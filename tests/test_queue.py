@@ -197,6 +197,51 @@ def test_new_without_edits_is_refused(project):
     assert_one_line_error(run_cli(root, "refresh"), "no patch is applied")
 
 
+def test_the_stale_hunk_is_named_by_its_number_within_its_own_file(tmp_path, upstream):
+    """Three hunks in the runner, files before and after it: the third runner hunk is the stale
+    one, numbered within the runner only (a count across files would say #2 or #4)."""
+    repo, base = upstream
+    runner = UPSTREAM_FILES[RUNNER]
+    for old, new in (("line 5\n", "line five\n"), ("line 18\n", "line eighteen\n"), ("line 30\n", "line thirty\n")):
+        runner = runner.replace(old, new)
+    files = {RUNNER: runner, KIMI: UPSTREAM_FILES[KIMI].replace("return 1", "return 2"),
+             "python/pyproject.toml": UPSTREAM_FILES["python/pyproject.toml"] + "version = '0'\n"}
+    stale = patch_text(repo, base, files, message("three files"))
+    assert stale.index("pyproject.toml") < stale.index("model_runner.py") < stale.index("kimi_k25.py")
+    repo.git.checkout("--quiet", "--detach", base)
+    moved = commit_files(repo, {RUNNER: UPSTREAM_FILES[RUNNER].replace("line 29\nline 30\n", "changed\n")}, "moved")
+    root = make_project(tmp_path / "p", {"0001-three.patch": stale})
+    queue = PatchQueue(root)
+    queue.reset_to(repo, moved)
+    assert_one_line_error(run_cli(root, "push"), "0001-three.patch", f"{RUNNER} hunk #3 at line 27")
+    assert queue.applied_names() == []
+
+
+@pytest.mark.parametrize("body", ["example:\ndiff --git a/x b/x", "a separator\n---\nafter it"])
+def test_a_message_git_am_would_cut_is_refused_by_new_and_by_refresh(project, body):
+    root, queue = project
+    queue.push(all=True)
+    (queue.path / KIMI).write_text("class KimiK25:\n    pass\n")
+    with pytest.raises(UserError) as new:
+        queue.new("0003-x", f"subject\n\n{body}\n")
+    assert new.value.what.startswith("line 4 of the message of 0003-x.patch (") and \
+        "is where `git am` would start the diff" in new.value.what
+    assert new.value.hint == "indent that line of the message, then rerun"
+    assert not (root / "patches" / "0003-x.patch").exists()
+    # a message amended by hand reaches refresh through the commit: refused the same way
+    queue.repo.git.commit("--quiet", "--amend", "-m", f"kimi: return two\n\n{body}\n")
+    (queue.path / KIMI).write_text("class KimiK25:\n    pass  # again\n")
+    before = (root / "patches" / "0002-kimi.patch").read_bytes()
+    with pytest.raises(UserError) as refresh:
+        queue.refresh()
+    assert "of the message of 0002-kimi.patch" in refresh.value.what
+    assert "commit --amend`), then rerun" in refresh.value.hint
+    assert (root / "patches" / "0002-kimi.patch").read_bytes() == before
+    # the twin: indented, the same text is a message
+    queue.new("0003-x", f"subject\n\n    {body.replace(chr(10), chr(10) + '    ')}\n")
+    assert (root / "patches" / "0003-x.patch").exists()
+
+
 def test_patch_file_edited_after_apply_wins_over_the_stale_commit(project, upstream):
     root, queue = project
     queue.push(all=True)
