@@ -9,8 +9,8 @@ from pathlib import Path
 import git
 import pytest
 
-from helpers import (UPSTREAM_FILES, commit_files, assert_one_line_error, make_project, make_upstream, message,
-                     patch_text, run_cli)
+from helpers import (UPSTREAM_FILES, commit_files, commit_project, assert_one_line_error, make_project, make_upstream,
+                     message, patch_text, run_cli)
 from sglpatch.errors import UserError
 from sglpatch.queue import PatchQueue
 
@@ -128,6 +128,45 @@ def test_pop_refuses_a_commit_that_differs_from_its_patch_file(project):
     with pytest.raises(UserError, match="differs from patches/0001-runner.patch"):
         queue.pop()
     assert (queue.path / RUNNER).read_text() == "amended by hand\n"
+
+
+def test_re_preparing_refuses_an_unexported_commit_below_a_synced_one(project, upstream):
+    """prepare (reset_to) checks every applied commit, not only the first: the top one, amended
+    by hand, holds work its patch file lacks; once exported, the same prepare goes through."""
+    root, queue = project
+    commit_project(root, upstream[1])  # the tool rewrites only committed patch files
+    queue.push(all=True)
+    (queue.path / KIMI).write_text("class KimiK25:\n    amended = True\n")
+    queue.repo.git.commit("-qam", "kimi: return two", "--amend")
+    with pytest.raises(UserError, match="differs from patches/0002-kimi.patch"):
+        queue.reset_to(*upstream)
+    assert queue.applied_names() == ["0001-runner.patch", "0002-kimi.patch"]
+    assert "amended = True" in (queue.path / KIMI).read_text()
+    queue.export()
+    queue.reset_to(*upstream)  # the twin: exported, nothing is lost
+    assert queue.applied_names() == []
+
+
+def test_a_refreshed_patch_edited_in_patches_is_the_newer_truth(project, upstream):
+    """refresh marks its commit as the one its file was written from; a later edit of the file
+    (a pull) makes the commit disposable, not work to keep."""
+    root, queue = project
+    commit_project(root, upstream[1])
+    queue.push(all=True)
+    (queue.path / KIMI).write_text("class KimiK25:\n    refreshed = True\n")
+    queue.refresh()
+    patch = root / "patches" / "0002-kimi.patch"
+    patch.write_text(patch.read_text().replace("Why this change exists.", "Why, said better."))
+    queue.reset_to(*upstream)
+    assert queue.applied_names() == []
+
+
+def test_prepare_rebuilds_a_work_tree_that_lost_its_base_ref(project, upstream):
+    root, queue = project
+    queue.push(all=True)
+    queue.repo.git.update_ref("-d", "refs/sglpatch/base")
+    queue.reset_to(*upstream)
+    assert queue.applied_names() == [] and queue.base.hexsha == upstream[1]
 
 
 def test_patch_that_no_longer_applies_stops_at_last_good_patch(tmp_path, upstream):
