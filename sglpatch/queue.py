@@ -207,9 +207,9 @@ class PatchQueue:
                                  str(patch.resolve()))
         except git.GitCommandError as exc:
             raise_if_killed(exc)
-            where, hint = self._diagnose(patch, exc)
-            with self._git():
+            with self._git():  # first: git am may have applied the diff before it failed
                 self.repo.git.am("--abort")
+            where, hint = self._diagnose(patch, exc)
             top = self.applied_names()
             at = f"stopped after {top[-1]}" if top else "nothing applied"
             error = UserError(f"patch {name} does not apply: {where} ({at})", hint)

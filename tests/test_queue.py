@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -305,6 +306,19 @@ def test_a_damaged_patch_is_named_in_gits_words(project, damage, said, hint):
     line = assert_one_line_error(run_cli(root, "push"), "0002-kimi.patch", said)
     assert hint in line and "refresh the patch against this upstream" not in line
     assert queue.applied_names() == ["0001-runner.patch"]
+
+
+def test_a_mail_header_git_am_refuses_after_applying_is_named_not_taken_for_a_stale_hunk(project):
+    """git am applies the diff, then refuses the author (``From: nobody``): the diagnosis runs on
+    the restored tree, so it says the diff applies and points at the header."""
+    root, queue = project
+    queue.push()
+    patch = root / "patches" / "0002-kimi.patch"
+    patch.write_text(re.sub(r"(?m)^From: .*$", "From: nobody", patch.read_text()))
+    line = assert_one_line_error(run_cli(root, "push"), "0002-kimi.patch", "git am failed although the diff applies",
+                                 "empty ident", "check the patch's mail header")
+    assert "hunk" not in line
+    assert queue.applied_names() == ["0001-runner.patch"] and not queue.is_dirty()
 
 
 def test_bad_queue_input_is_one_line(project, tmp_path):
