@@ -187,6 +187,11 @@ def _warn(message: str) -> None:
     print(message, file=sys.stderr)
 
 
+# What git's mailinfo takes as the author's address: <...> with something inside, or a bare
+# address; "From: Name" alone gives git an empty ident, which it refuses.
+_AUTHOR_EMAIL = re.compile(r"<[^<>\s]+>|^\S+@\S+$")
+
+
 def _read_patch(path: Path) -> str:
     """A patch file's text. Its mail header and message (everything before the first diff) must
     be UTF-8 with LF line ends, as `git am` reads them; the diff may carry any bytes (lines of a
@@ -207,9 +212,13 @@ def parse_patch(path: Path) -> PatchEntry:
     if not sep or subject_lines is None or not text.startswith("From "):
         raise UserError(f"{path} is not a git format-patch file (no mail header with a Subject)",
                         "recreate it with `python build.py new` or `git format-patch`")
-    if _header_value(header, "From", path) is None:
+    author = _header_value(header, "From", path)
+    if author is None:
         raise UserError(f"{path} has no From: header, so `git am` has no author for it",
                         "add `From: Name <email>` under the first line, or import it with `python build.py import`")
+    if not _AUTHOR_EMAIL.search(author):
+        raise UserError(f"{path} has no e-mail address in its From: header ('{author[:60]}'), which `git am` "
+                        "refuses after applying the diff", "write it as `From: Name <email>`")
     body, _, diff = rest.partition("\n---\n")
     if not _DIFF_FILE.search(diff or rest):
         raise UserError(f"{path} contains no diff", "recreate the patch; an empty patch is not allowed")

@@ -309,14 +309,14 @@ def test_a_damaged_patch_is_named_in_gits_words(project, damage, said, hint):
 
 
 def test_a_mail_header_git_am_refuses_after_applying_is_named_not_taken_for_a_stale_hunk(project):
-    """git am applies the diff, then refuses the author (``From: nobody``): the diagnosis runs on
-    the restored tree, so it says the diff applies and points at the header."""
+    """git am applies the diff, then refuses the header (``Date: not a date``): the diagnosis runs
+    on the restored tree, so it says the diff applies and points at the header."""
     root, queue = project
     queue.push()
     patch = root / "patches" / "0002-kimi.patch"
-    patch.write_text(re.sub(r"(?m)^From: .*$", "From: nobody", patch.read_text()))
+    patch.write_text(re.sub(r"(?m)^Date: .*$", "Date: not a date", patch.read_text()))
     line = assert_one_line_error(run_cli(root, "push"), "0002-kimi.patch", "git am failed although the diff applies",
-                                 "empty ident", "check the patch's mail header")
+                                 "invalid date format", "check the patch's mail header")
     assert "hunk" not in line
     assert queue.applied_names() == ["0001-runner.patch"] and not queue.is_dirty()
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -193,6 +194,23 @@ def test_non_utf8_message_is_refused_with_the_line(tmp_path, good_patch):
     (tmp_path / "0001-a.patch").write_bytes(data)
     with pytest.raises(UserError, match=rf"0001-a.patch:{line}: not valid UTF-8 \(byte 0xff\): git am reads"):
         parse_patch(tmp_path / "0001-a.patch")
+
+
+@pytest.mark.parametrize("author, accepted", [
+    ("A. Maintainer", False), ("nobody", False), ("Name <>", False),
+    ("Name <nobody>", True), ("am@example.org", True), ("=?utf-8?q?J=C3=B6rg?= <j@example.org>", True),
+])
+def test_a_from_header_without_an_address_git_am_would_refuse_is_named(tmp_path, good_patch, author, accepted):
+    """git am takes the author's address from <...> or a bare address; "From: Name" applies the
+    diff and then fails on an empty ident, so it is refused before git runs."""
+    text = re.sub(r"(?m)^From: .*$", f"From: {author}", good_patch, count=1)
+    assert f"From: {author}\n" in text
+    (tmp_path / "0001-a.patch").write_text(text)
+    if accepted:
+        assert parse_patch(tmp_path / "0001-a.patch").subject == "kimi: pass"
+    else:
+        with pytest.raises(UserError, match="0001-a.patch has no e-mail address in its From: header"):
+            parse_patch(tmp_path / "0001-a.patch")
 
 
 def test_undecodable_subject_is_one_error(tmp_path, good_patch):
