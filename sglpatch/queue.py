@@ -234,11 +234,11 @@ class PatchQueue:
             missing = re.search(r"error: (.+): (No such file or directory|does not exist in index)", stderr)
             if missing:
                 return f"{missing.group(1)} does not exist upstream", stale
-            said = _git_says(stderr)
+            said = git_says(stderr)
             if "corrupt patch" in said or "patch fragment without header" in said or "No valid patches" in said:
                 return f"git says: {said}", damaged
             return f"git says: {said or 'it could not apply the patch'}", stale
-        said = _git_says((am_error.stderr or "") + "\n" + (am_error.stdout or ""))
+        said = git_says((am_error.stderr or "") + "\n" + (am_error.stdout or ""))
         return f"git am failed although the diff applies (git says: {said or 'nothing'})", \
             "check the patch's mail header (From:, Date:, Subject:)"
 
@@ -356,7 +356,7 @@ def _template(name: str) -> str:
             "Upstream-Status: Pending\nDrop-When: check:CHECK-NAME\n")
 
 
-def _git_says(stderr: str) -> str:
+def git_says(stderr: str) -> str:
     """git's last error line, without its "error: "/"fatal: " prefix."""
     # GitPython quotes it as "  stderr: 'error: ...'"
     said = re.findall(r"(?:^|\s|')(?:error|fatal): (.+?)'?$", stderr, re.M)

@@ -35,7 +35,7 @@ from .gitenv import git_env, raise_if_killed
 from .line import Line, line_of
 from .lock import line_lock
 from .pin import PIN_FILE, Artifact, read_pin, render_pin, validate_version
-from .queue import BASE_REF, BRANCH, PatchQueue, format_patch
+from .queue import BASE_REF, BRANCH, PatchQueue, format_patch, git_says
 from .hunks import Moves
 from .series import (PATCH_DIR, PatchEntry, commit_matches_patch, parse_patch, read_series, render_series,
                      series_path)
@@ -425,6 +425,7 @@ def apply_one(repo: git.Repo, patch: PatchEntry, version: str, pristine: Path,
             output = repo.git.am("--3way", "--committer-date-is-author-date", str(carried))
         except git.GitCommandError as exc:
             raise_if_killed(exc)
+            _refuse_mail_header(repo, patch, exc)
             conflicted = conflicted_files(exc.stdout or "") or files
             gone = [f for f in conflicted if f in moves.deleted and f not in moved]
             per_file = hunks.settle_conflicts(per_file, conflicted)
@@ -454,6 +455,17 @@ def check_suspects(repo: git.Repo, verdict: Verdict, old_tree: Path, new_tree: P
     more = f" (+{len(found) - 3} more)" if len(found) > 3 else ""
     return replace(verdict, verdict="suspect", file_verdicts=hunks.as_dicts(files),
                    detail=f"merged, but {len(found)} suspect: " + "; ".join(map(str, found[:3])) + more)
+
+
+def _refuse_mail_header(repo: git.Repo, patch: PatchEntry, exc: git.GitCommandError) -> None:
+    """git am applied the diff and then refused the mail header (a Date: or From: it cannot
+    read): bad input, not a conflict, and no resolution would get past it."""
+    if "Patch failed at" in (exc.stdout or "") or repo.git.diff("--name-only", "--diff-filter=U"):
+        return
+    repo.git.am("--abort")
+    raise UserError(f"{PATCH_DIR}/{patch.name}: git am refuses its mail header"
+                    f" (git says: {git_says(exc.stderr or '') or 'nothing'})",
+                    f"fix the From:/Date: header of {PATCH_DIR}/{patch.name}, commit it, then rerun")
 
 
 def conflicted_files(am_output: str) -> list[str]:

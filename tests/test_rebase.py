@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from pathlib import Path
 
 import git
@@ -215,6 +216,24 @@ def test_a_dry_run_exits_1_when_a_patch_conflicts_and_0_when_none_does(env):
     twin = make_repo({**env, "root": env["root"].parent / "twin"}, ["clean", "moved"])
     result = run_cli(twin, "rebase", "--onto", "1.1.0", "--dry-run", env=env["env"])
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_a_mail_header_git_am_refuses_is_named_by_a_dry_run_not_called_a_conflict(env):
+    """git am applies the diff and then refuses the Date: header: no resolution gets past that, so
+    the dry run stops with one line naming the patch and git's words; its twin (the header intact)
+    merges."""
+    root = make_repo(env, ["clean", "moved"])
+    patch = root / "patches" / "0002-moved.patch"
+    good = patch.read_text()
+    patch.write_text(re.sub(r"(?m)^Date: .*$", "Date: not a date", good))
+    git.Repo(root).git.commit("-qam", "a bad date")
+    before = snapshot(root)
+    line = assert_one_line_error(run_cli(root, "rebase", "--onto", "1.1.0", "--dry-run", env=env["env"]),
+                                 "patches/0002-moved.patch: git am refuses its mail header",
+                                 "invalid date format: not a date", "fix the From:/Date: header")
+    assert "conflict" not in line and snapshot(root) == before
+    patch.write_text(good)
+    assert verdicts(rebase.start(root, "1.1.0", dry_run=True)) == {"clean": "clean", "moved": "merged"}
 
 
 def test_bad_targets_are_one_line_errors(env):
