@@ -282,6 +282,19 @@ def test_a_message_git_am_would_cut_is_refused_by_new_and_by_refresh(project, bo
     assert (root / "patches" / "0003-x.patch").exists()
 
 
+def test_a_patch_on_a_file_upstream_no_longer_has_names_the_file(tmp_path, upstream):
+    repo, base = upstream
+    kimi = patch_text(repo, base, edited(KIMI, "return 1", "return 2"), message("kimi: two"))
+    repo.git.checkout("--quiet", "--detach", base)
+    gone = commit_files(repo, {KIMI: None}, "upstream removed kimi")
+    root = make_project(tmp_path / "p", {"0001-kimi.patch": kimi})
+    queue = PatchQueue(root)
+    queue.reset_to(repo, gone)
+    line = assert_one_line_error(run_cli(root, "push"), "0001-kimi.patch", f"{KIMI} does not exist upstream",
+                                 "refresh the patch against this upstream")
+    assert "hunk" not in line and queue.applied_names() == [] and not queue.is_dirty()
+
+
 def test_patch_file_edited_after_apply_wins_over_the_stale_commit(project, upstream):
     root, queue = project
     queue.push(all=True)
