@@ -241,6 +241,10 @@ def main(argv: list[str] | None = None) -> int:
         env = {**os.environ, "SGLPATCH_MUTMUT_HITS": str(hits),
                "PYTHONPATH": os.pathsep.join(filter(None, [str(workdir / "benchmarks" / "mutation_children"),
                                                            os.environ.get("PYTHONPATH")]))}
+        # A survivor runs every test that reaches it to the end: the stateful queue test's 20
+        # examples made each surviving queue.py mutant cost 5-8 minutes. 5 examples still kill
+        # in the first ones what they kill at all; export a larger value for a deeper run.
+        env.setdefault("SGLPATCH_STATEFUL_EXAMPLES", "5")
         with log.open("w") as out:
             run = subprocess.run([sys.executable, "-m", "mutmut", "run", "--max-children", str(args.max_children)],
                                  cwd=workdir, stdout=out, stderr=subprocess.STDOUT, text=True, env=env)
