@@ -57,6 +57,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from sglpatch import importer, line as lines, rebase, source  # noqa: E402
+from sglpatch.line_add import add_line  # noqa: E402
 from sglpatch.errors import UserError  # noqa: E402
 from sglpatch.pin import read_pin  # noqa: E402
 from sglpatch.series import read_series_names  # noqa: E402
@@ -185,7 +186,7 @@ def run_entry(project: Path, entry: Entry, number: int, timer: Timer, verbose: b
               split: bool = False) -> list[Run]:
     runs = []
     with quiet():
-        line = lines.add_line(project, f"corpus-{number}", bare=True, release=entry.base)
+        line = add_line(project, f"corpus-{number}", "production", bare=True, release=entry.base)
         importer.import_files(line.root, entry.files, author=AUTHOR, split=split)
     imported = [line.root / "patches" / name for name in read_series_names(line.root)]
     hunks_of = {p.name: count_hunks(p) for p in imported}
@@ -297,6 +298,11 @@ def main() -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if args.only:
+        unknown = sorted(set(args.only) - {e.id for e in entries})
+        if unknown:
+            print(f"error: no corpus entry {', '.join(unknown)}: the entries are {', '.join(e.id for e in entries)}",
+                  file=sys.stderr)
+            return 2
         entries = [e for e in entries if e.id in args.only]
     if args.onto and args.corpus:
         for e in entries:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import git
@@ -128,3 +131,22 @@ def test_a_clean_merge_calling_a_method_removed_in_0_5_11_is_suspect_and_not_on_
     assert "init_double_sparsity_channel_config" in gone["detail"]
     (kept,) = rebase.start(root, "0.5.10", dry_run=True)["patches"]
     assert kept["verdict"] in ("clean", "merged"), kept  # the twin: the method is still there
+
+
+def test_the_corpus_benchmark_rebases_our_own_series_and_refuses_an_unknown_entry():
+    """benchmarks/rebase_corpus.py on our production series onto 0.5.10 (it broke once when
+    add_line moved and nothing ran it); its twin, an entry id that does not exist, is one line."""
+    script = str(REPO_ROOT / "benchmarks" / "rebase_corpus.py")
+    done = subprocess.run([sys.executable, script, "--only", "own-production", "--onto", "0.5.10", "--json"],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    (run,) = json.loads(done.stdout)["runs"]
+    names = read_series_names(REPO_ROOT)
+    hunks = sum((REPO_ROOT / "patches" / n).read_text().count("\n@@ -") for n in names)
+    assert (run["entry"], run["onto"], run["patches"], run["hunks"], run["error"]) == (
+        "own-production", "0.5.10", len(names), hunks, "")
+    assert sum(run["verdicts"].values()) == run["patches"] and 0 < run["carried"] < run["hunks"]
+    bad = subprocess.run([sys.executable, script, "--only", "no-such-entry"], capture_output=True, text=True,
+                         timeout=60)
+    assert bad.returncode == 2 and bad.stderr.startswith("error: no corpus entry no-such-entry: the entries are ")
+
