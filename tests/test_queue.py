@@ -237,6 +237,51 @@ def test_new_without_edits_is_refused(project):
     assert_one_line_error(run_cli(root, "refresh"), "no patch is applied")
 
 
+def test_refresh_without_a_patch_or_without_edits_names_what_is_missing(project):
+    root, queue = project
+    with pytest.raises(UserError) as nothing:
+        queue.refresh()
+    assert (nothing.value.what, nothing.value.hint) == ("no patch is applied to refresh",
+                                                         "push one first, or use `new NAME`")
+    queue.push(all=True)
+    with pytest.raises(UserError) as clean:
+        queue.refresh()
+    assert clean.value.what == f"{queue.path} has no edits to fold into 0002-kimi.patch"  # the top one
+    assert clean.value.hint == "edit files in the work tree first"
+
+
+def test_exported_patches_carry_full_blob_ids_and_no_rename_headers(project):
+    """Fixed format-patch options: full index lines (the same bytes whoever exports), and a moved
+    file as a deletion plus an addition, which git am applies without rename detection."""
+    root, queue = project
+    queue.push(all=True)
+    queue.repo.git.mv(KIMI, KIMI.replace("kimi_k25.py", "kimi_k2.py"))
+    queue.new("0003-move-kimi", "kimi: move\n\nUpstream-Status: Pending\nDrop-When: check:x\n")
+    text = (root / "patches" / "0003-move-kimi.patch").read_text()
+    assert "rename from" not in text and "deleted file mode 100644" in text and "new file mode 100644" in text
+    index = re.findall(r"(?m)^index ([0-9a-f]+)\.\.([0-9a-f]+)", text)
+    assert index and all(len(h) == 40 for pair in index for h in pair)
+    queue.pop(all=True)
+    assert queue.push(all=True)[-1] == "0003-move-kimi.patch"  # the move round-trips through git am
+
+
+def test_a_stale_patch_with_bytes_that_are_not_utf8_is_diagnosed(tmp_path, upstream):
+    """The diff may carry any bytes (a file that is not UTF-8): naming its stale hunk must not fail."""
+    repo, base = upstream
+    stale = patch_text(repo, base, edited(RUNNER, "line 30\n", "line thirty\n"), message("runner: 30"))
+    stale = stale.replace("+line thirty", "+line thirty # caf\udce9")
+    repo.git.checkout("--quiet", "--detach", base)
+    moved = commit_files(repo, {RUNNER: UPSTREAM_FILES[RUNNER].replace("line 29\nline 30\n", "changed\n")}, "moved")
+    root = make_project(tmp_path / "p", {})
+    (root / "patches" / "0001-stale.patch").write_bytes(stale.encode("utf-8", "surrogateescape"))
+    (root / "patches" / "series").write_text("0001-stale.patch\n")
+    queue = PatchQueue(root)
+    queue.reset_to(repo, moved)
+    assert_one_line_error(run_cli(root, "push"), "0001-stale.patch", f"{RUNNER} hunk #1 at line 27")
+    with pytest.raises(UserError, match="hunk #1 at line 27"):
+        queue.push()
+
+
 def test_the_stale_hunk_is_named_by_its_number_within_its_own_file(tmp_path, upstream):
     """Three hunks in the runner, files before and after it: the third runner hunk is the stale
     one, numbered within the runner only (a count across files would say #2 or #4)."""
