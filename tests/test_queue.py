@@ -237,6 +237,17 @@ def test_new_without_edits_is_refused(project):
     assert_one_line_error(run_cli(root, "refresh"), "no patch is applied")
 
 
+def test_new_without_a_message_writes_the_template_to_fill_in(project):
+    root, queue = project
+    queue.push(all=True)
+    (queue.path / KIMI).write_text("class KimiK25:\n    pass\n")
+    queue.new("0003-kimi-passes")
+    assert queue.applied_commits()[-1].message == (
+        "kimi passes\n\nWhat broke, why, and what this patch changes.\n\n"
+        "Upstream-Status: Pending\nDrop-When: check:CHECK-NAME\n")
+    assert "Subject: [PATCH] kimi passes" in (root / "patches" / "0003-kimi-passes.patch").read_text()
+
+
 def test_refresh_without_a_patch_or_without_edits_names_what_is_missing(project):
     root, queue = project
     with pytest.raises(UserError) as nothing:
