@@ -14,6 +14,7 @@ from helpers import (UPSTREAM_FILES, commit_files, commit_project, assert_one_li
                      message, patch_text, run_cli)
 from sglpatch.errors import UserError
 from sglpatch.queue import PatchQueue
+from sglpatch.series import read_series_names
 
 RUNNER = "python/sglang/srt/model_executor/model_runner.py"
 KIMI = "python/sglang/srt/models/kimi_k25.py"
@@ -58,6 +59,7 @@ def test_push_and_pop_by_name_and_one_at_a_time(project):
     assert queue.push("0002-kimi.patch") == ["0002-kimi.patch"]
     assert queue.pop() == ["0002-kimi.patch"]
     assert "return 1" in (queue.path / KIMI).read_text()
+    assert queue.applied_names() == ["0001-runner.patch"] and "line ten" in (queue.path / RUNNER).read_text()
     queue.push(all=True)
     assert queue.pop("0001-runner.patch") == ["0002-kimi.patch", "0001-runner.patch"]
     assert queue.applied_names() == []
@@ -235,6 +237,32 @@ def test_new_without_edits_is_refused(project):
     root, queue = project
     assert_one_line_error(run_cli(root, "new", "0003-nothing"), "no edits")
     assert_one_line_error(run_cli(root, "refresh"), "no patch is applied")
+
+
+def test_new_with_nothing_applied_goes_first_and_a_taken_or_nested_name_is_refused(project):
+    root, queue = project
+    (queue.path / KIMI).write_text("class KimiK25:\n    pass\n")
+    for taken in ("0001-runner", "0001-runner.patch", "sub/0009-x"):
+        with pytest.raises(UserError, match="is not a free patch file name"):
+            queue.new(taken, "x\n\nUpstream-Status: Pending\nDrop-When: check:x\n")
+    queue.new("0000-first", "first\n\nUpstream-Status: Pending\nDrop-When: check:x\n")
+    assert read_series_names(root) == ["0000-first.patch", "0001-runner.patch", "0002-kimi.patch"]
+    assert queue.applied_names() == ["0000-first.patch"]
+
+
+def test_a_patch_to_a_file_with_crlf_lines_keeps_them(tmp_path, upstream):
+    """git am strips a CR at the end of a diff line unless told to keep it: the file would lose
+    its line ends."""
+    repo, base = upstream
+    crlf = "python/sglang/srt/windows.txt"
+    repo.git.checkout("--quiet", "--detach", base)
+    with_crlf = commit_files(repo, {crlf: "one\r\ntwo\r\n"}, "a CRLF file")
+    text = patch_text(repo, with_crlf, {crlf: "one\r\nTWO\r\n"}, message("crlf: two"))
+    root = make_project(tmp_path / "p", {"0001-crlf.patch": text})
+    queue = PatchQueue(root)
+    queue.reset_to(repo, with_crlf)
+    queue.push()
+    assert (queue.path / crlf).read_bytes() == b"one\r\nTWO\r\n"
 
 
 def test_new_without_a_message_writes_the_template_to_fill_in(project):
