@@ -239,6 +239,33 @@ def test_new_without_edits_is_refused(project):
     assert_one_line_error(run_cli(root, "refresh"), "no patch is applied")
 
 
+def test_push_to_a_target_stops_there_and_refuses_one_already_applied(project):
+    root, queue = project
+    assert queue.push("0001-runner.patch") == ["0001-runner.patch"]
+    assert queue.applied_names() == ["0001-runner.patch"]
+    with pytest.raises(UserError) as again:
+        queue.push("0001-runner.patch")
+    assert (again.value.what, again.value.hint) == ("0001-runner.patch is already applied", "nothing to push")
+    with pytest.raises(UserError, match="no patch named '0009-nope.patch'"):
+        queue.push("0009-nope.patch")
+    assert queue.applied_names() == ["0001-runner.patch"]
+
+
+def test_uncommitted_edits_are_named_three_at_a_time(project):
+    root, queue = project
+    queue.push()
+    for name in ("a.py", "b.py", "c.py"):
+        (queue.path / name).write_text("mine\n")
+    with pytest.raises(UserError) as three:
+        queue.push()
+    assert three.value.what == f"cannot push: {queue.path} has uncommitted edits (a.py, b.py, c.py)"
+    (queue.path / "d.py").write_text("mine\n")
+    with pytest.raises(UserError) as four:
+        queue.pop()
+    assert four.value.what == f"cannot pop: {queue.path} has uncommitted edits (a.py, b.py, c.py ...)"
+    assert four.value.hint.startswith("fold them into a patch with `refresh` or `new NAME`")
+
+
 def test_new_with_nothing_applied_goes_first_and_a_taken_or_nested_name_is_refused(project):
     root, queue = project
     (queue.path / KIMI).write_text("class KimiK25:\n    pass\n")
