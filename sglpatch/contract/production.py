@@ -42,7 +42,8 @@ LABELS = {"eagle3": "EAGLE-3", "cuda-graph": "CUDA graphs", "piecewise-graph": "
           "lora": "LoRA", "pdmux": "PD multiplexing",
           "dllm": "diffusion LM"}
 
-_FIELD_FILES = ("python/sglang/srt/server_args.py", "python/sglang/srt/arg_groups/fields")
+# ServerArgs fields: one module in 0.5.9, a package of them in the later layout
+_FIELD_MODULE, _FIELD_PACKAGE = "sglang.srt.server_args", "sglang.srt.arg_groups.fields"
 _MAX_FIELD_LINES = 20
 
 
@@ -125,12 +126,8 @@ def _annotated_value(mod: Module, line: int) -> ast.expr | None:
 
 
 def _field_modules(tree: SourceTree) -> list[Module]:
-    mods = []
-    for rel in _FIELD_FILES:
-        base = tree.root / rel
-        paths = sorted(base.glob("*.py")) if base.is_dir() else [base] if base.is_file() else []
-        mods += [m for m in (tree.module_for_relpath(p.relative_to(tree.root).as_posix()) for p in paths) if m]
-    return mods
+    single = tree.module(_FIELD_MODULE)
+    return ([single] if single is not None else []) + tree.package_modules(_FIELD_PACKAGE, recursive=False)
 
 
 def production_launch(root: Path, tree: SourceTree | Path) -> Launch | None:
