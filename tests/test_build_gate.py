@@ -58,11 +58,23 @@ DELEGATIONS = re.compile(r"    def _get_language_model_attr\(self, name: str\) -
 MODEL_ALIAS = '        self.model = self._get_language_model_attr("model")\n'
 
 
+# A classmethod EPLB looks up on the class (``hasattr(model_class, ...)``): no ``__getattr__`` on
+# instances can forward it, so a forwarding wrapper keeps it.
+EPLB_CLASSMETHOD = '''    @classmethod
+    def get_model_config_for_expert_location(cls, config: KimiK25Config):
+        return DeepseekV3ForCausalLM.get_model_config_for_expert_location(
+            config.text_config
+        )
+
+'''
+
+
 def forwarding(target: str):
-    """KimiK25 with its delegations replaced by one ``__getattr__`` forwarding to ``target``."""
+    """KimiK25 with its delegations replaced by one ``__getattr__`` forwarding to ``target`` (and the
+    class-level EPLB classmethod, which no ``__getattr__`` reaches)."""
     body = ("    def __getattr__(self, name: str) -> Any:\n        try:\n"
             "            return super().__getattr__(name)\n        except AttributeError:\n"
-            f"            return getattr({target}, name)\n\n")
+            f"            return getattr({target}, name)\n\n" + EPLB_CLASSMETHOD)
     return lambda text: DELEGATIONS.sub(lambda _: body, text.replace(MODEL_ALIAS, ""), count=1)
 
 
@@ -190,6 +202,13 @@ def test_every_eagle3_member_the_series_delegates_is_required(patched, member, e
     line = gate_error(patched, KIMI_PY, edit)
     assert f"check {INTERFACE} failed on the patched tree:" in line
     assert f"{KIMI} lacks {member}, which DeepseekV3ForCausalLM has: " in line
+
+
+def test_a_kimi_wrapper_without_the_eplb_classmethod_is_refused(patched):
+    """Off the EAGLE-3 path, guarded by a ``hasattr`` in EPLB, yet required: the probe's None reaches
+    ``ExpertDistributionRecorder.init_new``'s assert. The twin is the series as it is (above)."""
+    line = gate_error(patched, KIMI_PY, drop(EPLB_CLASSMETHOD))
+    assert f"{KIMI} lacks get_model_config_for_expert_location, which DeepseekV3ForCausalLM has" in line
 
 
 def test_the_eagle3_interface_is_derived_from_the_release_with_a_reason_each(pristine, patched):

@@ -168,6 +168,125 @@ def test_a_probe_whose_result_is_only_branched_on_stays_optional(tmp_path):
     assert "forward(pp_proxy_tensors)" not in {s.item.label for s in m.gaps}
 
 
+@pytest.mark.parametrize("otherwise, required", [
+    ("            raise ValueError('DFLASH needs set_dflash_probe')\n", True),
+    ("            self.dflash = None\n", False),  # the twin: a path switched off, not an error
+])
+def test_an_elif_chain_that_ends_in_raise_requires_its_last_probe(tmp_path, otherwise, required):
+    """0.5.19's ``if is_dspark and hasattr(model, "set_dspark_..."): ... elif hasattr(model,
+    "set_dflash_layers_to_capture"): ... else: raise``: the last probe is enforced, the first is
+    not (a DSPARK model falls back to the DFLASH method)."""
+    tree = make_tree(tmp_path, {}, {"model_executor/model_runner.py": [(
+        "    def kernel_warmup(self):\n        pass\n",
+        "    def kernel_warmup(self):\n"
+        "        if self.dspark and hasattr(self.model, 'set_dspark_probe'):\n"
+        "            self.model.set_dspark_probe(1)\n"
+        "        elif hasattr(self.model, 'set_dflash_probe'):\n"
+        "            self.model.set_dflash_probe(1)\n"
+        "        else:\n" + otherwise)]})
+    target = check_tree(tree, ["LlamaForCausalLM"], cache=False).contract.target
+    assert target["set_dflash_probe"].required is required
+    assert not target["set_dspark_probe"].required
+    if required:
+        assert {a.guard for a in target["set_dflash_probe"].required_sites} == {"checked"}
+
+
+EXPERT_METADATA = """
+from sglang.srt.eplb.expert_location import model_config_for_expert_location
+
+_metadata = None
+
+
+class _Resources:
+    metadata = None
+    other = None
+
+
+_resources = _Resources()
+
+
+def get_resources():
+    return _resources
+
+
+def compute_metadata(model_config):
+    config = model_config_for_expert_location(model_config)
+    if config is None:
+        return None
+    return {"layers": config.num_layers}
+
+
+def set_metadata(value):
+    global _metadata
+    _metadata = value
+
+
+def get_metadata():
+    return _metadata
+
+
+def set_shared(value):
+    get_resources().metadata = value
+
+
+def get_shared():
+    resources = get_resources()
+    return resources.metadata
+
+
+def warm(model_config):
+    config = model_config_for_expert_location(model_config)
+    if config is None:
+        return
+    print(config.num_layers)
+
+
+class Recorder:
+    @staticmethod
+    def init_new(server_args, metadata):
+        if server_args.recorder_mode is not None:
+USE
+        return Recorder()
+"""
+NONE_FLOW_CALL = ("    def kernel_warmup(self):\n        pass\n",
+                  "    def kernel_warmup(self):\n"
+                  "        set_metadata(compute_metadata(self.model_config))\n"
+                  "        set_shared(compute_metadata(self.model_config))\n"
+                  "        self.recorder = Recorder.init_new(self.server_args, SOURCE)\n")
+PROBED = "get_model_config_for_expert_location"
+
+
+@pytest.mark.parametrize("source_, use, required", [
+    ("get_metadata()", "            assert metadata is not None, 'no expert location'", True),
+    ("get_metadata()", "            return metadata['layers']", True),
+    ("get_metadata()", "            if metadata is None or not metadata['layers']:\n                raise ValueError('none')", True),
+    ("get_shared()", "            assert metadata is not None", True),  # a process-wide object's attribute
+    # the twins: a None the code copes with, another attribute, a procedure's bare return
+    ("get_metadata()", "            if metadata is not None:\n                return metadata['layers']", False),
+    ("get_metadata()", "            if not isinstance(metadata, dict):\n                return None\n"
+                       "            return metadata['layers']", False),
+    ("get_resources().other", "            assert metadata is not None", False),
+    ("warm(self.model_config)", "            assert metadata is not None", False),
+])
+def test_a_probe_none_followed_through_returns_globals_and_arguments_to_its_assert(tmp_path, source_, use,
+                                                                                   required):
+    """0.5.9's EPLB: ``from_model_config`` returns None without ``get_model_config_for_expert_location``,
+    two helpers pass it on, a module global keeps it (0.5.16 on: an attribute of ``get_resources()``),
+    and ``ExpertDistributionRecorder.init_new`` asserts it when a recorder mode is set (issue 16)."""
+    tree = make_tree(tmp_path, {"eplb/recorder.py": EXPERT_METADATA.replace("USE", use)}, {
+        "model_executor/model_runner.py": [
+            (NONE_FLOW_CALL[0], NONE_FLOW_CALL[1].replace("SOURCE", source_)),
+            ("import inspect\n", "import inspect\n\nfrom sglang.srt.eplb.recorder import *\n")]})
+    item = check_tree(tree, ["LlamaForCausalLM"], cache=False).contract.target[PROBED]
+    assert item.required is required
+    if required:
+        (site,) = item.required_sites
+        assert site.function == "Recorder.init_new" and site.guard == "asserted"
+        assert site.conditions[0] == "server_args.recorder_mode is not None" and site.features == {"eplb"}
+        assert site.via[0] == f"{SRT}/eplb/expert_location.py:8" and site.detail.startswith("None of")
+        assert any("model_runner.py" in hop for hop in site.via)
+
+
 STORED_GETTERS = """
 class Manager:
     def __init__(self, get_model, get_runner, not_a_getter):
@@ -751,8 +870,15 @@ def test_pristine_0_5_9_reports_every_kimi_gap_at_once_and_the_broken_wiring(pri
     # set_embed_and_head is only ever called on the draft model: reported in the draft role
     assert "set_embed_and_head" not in report.contract.target
     assert "set_embed_and_head" in [s.item.label for s in kimi.draft_statuses]
-    assert {s.item.label for s in kimi.by("optional")} >= {
-        "start_layer", "end_layer", "get_model_config_for_expert_location"}
+    assert {s.item.label for s in kimi.by("optional")} >= {"start_layer", "end_layer"}
+    # EPLB's probe returns None without the classmethod; the None goes through four returns and a
+    # module global to ExpertDistributionRecorder.init_new's assert (0.5.10 added it to KimiK25)
+    eplb = {a.location: a for a in gaps["get_model_config_for_expert_location"].item.required_sites}
+    recorder = eplb[f"{SRT}/eplb/expert_distribution.py:65"]
+    assert recorder.function == "ExpertDistributionRecorder.init_new" and recorder.guard == "asserted"
+    assert recorder.conditions == ("server_args.expert_distribution_recorder_mode is not None",)
+    assert recorder.via[0] == f"{SRT}/eplb/expert_location.py:531" and recorder.via[-1].endswith("model_runner.py:471")
+    assert f"{SRT}/model_executor/model_runner.py:458" in recorder.via  # set_global_expert_location_metadata(...)
     # ModelRunner keeps the signature probe in self.support_pp and asserts it when pp_size > 1:
     # without the parameter, pipeline parallelism stops at start-up (0.5.10 added it to KimiK25)
     pp = gaps["forward(pp_proxy_tensors)"]
@@ -811,6 +937,16 @@ def test_pristine_0_5_16_eplb_reads_the_model_through_its_stored_getter(pristine
     sites = {(a.location, a.function) for a in item.required_sites}
     assert (f"{SRT}/eplb/eplb_manager.py:182", "EPLBManager._compute_update_layer_ids_chunks") in sites
     assert item.features == ["eplb"]
+
+
+def test_pristine_0_5_16_eplb_none_reaches_the_recorder_through_the_resources_object(pristine):
+    """From 0.5.16 the expert-location metadata lives in ``get_resources().expert_location_metadata``,
+    not in a module global: the probe's None is still followed to the recorder's assert."""
+    item = check_tree(pristine("0.5.16")).contract.target["get_model_config_for_expert_location"]
+    sites = {a.location: a for a in item.required_sites}
+    recorder = sites[f"{SRT}/eplb/expert_distribution.py:71"]
+    assert recorder.guard == "asserted" and recorder.detail.startswith("None of")
+    assert any(hop.startswith(f"{SRT}/eplb/expert_location.py") for hop in recorder.via)
 
 
 def test_pristine_0_5_23_loader_attributes_and_protocol_probes_are_not_missing(pristine):

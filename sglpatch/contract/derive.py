@@ -22,6 +22,7 @@ import re
 from .access import FEATURES, PATTERNS, PROPAGATION, Access, FuncInfo, KeyResult, Val
 from .classes import ClassIndex, ClassRef
 from .guards import _required_first
+from .none_flow import NoneFlow
 from .tree import MODELS, SRT, Module, SourceTree
 from .walker import _Walker
 
@@ -326,4 +327,6 @@ class Deriver:
                         cur.role = "any" if "any" in (cur.role, a.role) or cur.role != a.role else cur.role
                     if len(cur.features) > 1:
                         cur.features.discard("core")
+        for a in NoneFlow(self).run():  # probes whose None an assert or a later step consumes
+            merged.setdefault(a.site_key(), a)
         return sorted(merged.values(), key=lambda a: (a.path, a.line, a.col, a.member))

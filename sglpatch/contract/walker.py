@@ -198,9 +198,12 @@ class _Walker(GuardFacts, CallGraph):
             pos, neg = self.facts(s.test)
             body_exit = _exits(s.body)
             else_exit = _exits(s.orelse) if s.orelse else None
-            if body_exit == "raise":
+            if body_exit == "raise":  # if not hasattr(m, "x"): raise
                 self._mark_checked(s.test, negated=False)
                 self._enforce_probe_results(s.test, negated=True)
+            elif else_exit == "raise":  # if hasattr(m, "x"): m.x() / else: raise (an elif chain's end)
+                self._mark_checked(s.test, negated=True)
+                self._enforce_probe_results(s.test, negated=False)
             self.with_test(s.test, lambda: self.expr(s.test))
             specific = self.is_class_check(s.test)
             self.class_checked += specific
