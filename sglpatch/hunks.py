@@ -26,11 +26,11 @@ from pathlib import Path
 import git
 
 from .contract.suspect import Suspect, added_lines, find_suspects
+from .diffheader import git_line_paths, sections
 from .gitenv import git_env
 from .snapshot import as_stdin
 
 ORDER = ["obsolete", "clean", "merged", "moved", "suspect", "conflict", "deleted"]  # better to worse
-_FILE = re.compile(r"^diff --git a/(\S+) b/(\S+)$")
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 _OFFSET = re.compile(r"Hunk #1 succeeded at (\d+) \(offset (-?\d+) lines?\)")
 
@@ -65,14 +65,18 @@ class Moves:
         if not old:
             return cls({}, frozenset())
         with repo.git.custom_environment(**git_env()):
-            out = repo.git.diff("--name-status", "--find-renames=50%", "--diff-filter=RD", old, new, "--")
+            out = repo.git.diff("--name-status", "-z", "--find-renames=50%", "--diff-filter=RD", old, new, "--")
         renamed, deleted = {}, set()
-        for row in out.splitlines():
-            fields = row.split("\t")
-            if fields[0].startswith("R") and len(fields) == 3:
-                renamed[fields[1]] = fields[2]
-            elif fields[0] == "D":
-                deleted.add(fields[1])
+        fields = out.split("\0")  # -z: paths as they are, never C-quoted
+        while len(fields) >= 2:
+            status = fields.pop(0)
+            if status.startswith("R") and len(fields) >= 2:
+                renamed[fields[0]] = fields[1]
+                del fields[:2]
+            else:
+                if status == "D":
+                    deleted.add(fields[0])
+                del fields[:1]
         return cls(renamed, frozenset(deleted))
 
     def follow(self, patch_text: str) -> tuple[str, dict[str, str]]:
@@ -80,10 +84,9 @@ class Moves:
         moved = {}
         out = []
         for line in patch_text.splitlines(keepends=True):
-            match = _FILE.match(line)
-            if match and match.group(1) in self.renamed:
-                old, new = match.group(1), self.renamed[match.group(1)]
-                moved[old] = new
+            paths = git_line_paths(line)
+            if paths and paths[0] in self.renamed:
+                moved[paths[0]] = self.renamed[paths[0]]
             if moved and line.startswith(("diff --git ", "--- a/", "+++ b/")):
                 for old, new in moved.items():
                     line = line.replace(f"a/{old}", f"a/{new}").replace(f"b/{old}", f"b/{new}")
@@ -115,24 +118,22 @@ def verdicts(repo: git.Repo, patch_text: str, moves: Moves | None = None,
 
 
 def parse_files(patch_text: str) -> list[tuple[str, str, list[str]]]:
-    """(path in b/, file header, [hunk texts]) for each file of a patch, in order."""
-    start = patch_text.find("diff --git ")
-    files: list[tuple[str, list[str], list[list[str]]]] = []
-    for line in patch_text[start:].splitlines(keepends=True) if start >= 0 else []:
-        match = _FILE.match(line)
-        if match:
-            files.append((match.group(2), [line], []))
-        elif not files:
-            continue
-        elif line == "-- \n":
-            break  # format-patch's signature
-        elif _HUNK.match(line):
-            files[-1][2].append([line])
-        elif files[-1][2]:
-            files[-1][2][-1].append(line)
-        else:
-            files[-1][1].append(line)
-    return [(path, "".join(header), ["".join(h) for h in hunks]) for path, header, hunks in files]
+    """(path, file header, [hunk texts]) for each file of a patch, in order."""
+    files = []
+    for section in sections(patch_text):
+        header: list[str] = []
+        hunks: list[list[str]] = []
+        for line in patch_text[section.start:section.end].splitlines(keepends=True):
+            if line == "-- \n":
+                break  # format-patch's signature
+            if _HUNK.match(line):
+                hunks.append([line])
+            elif hunks:
+                hunks[-1].append(line)
+            else:
+                header.append(line)
+        files.append((section.path, "".join(header), ["".join(h) for h in hunks]))
+    return files
 
 
 def settle_conflicts(files: list[FileVerdict], conflicted: list[str]) -> list[FileVerdict]:
@@ -246,9 +247,9 @@ def _head_hunks(repo: git.Repo, *options: str):
         diff = repo.git.diff(*options, "--no-renames", "HEAD^", "HEAD", "--")
     path = None
     for line in diff.splitlines():
-        match = _FILE.match(line)
-        if match:
-            path = match.group(2)
+        paths = git_line_paths(line)
+        if paths:
+            path = paths[1]
         hunk = _HUNK.match(line)
         if hunk and path:
             yield path, (int(hunk.group(3)), int(hunk.group(4) or 1))

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import git
 
+from .diffheader import sections
 from .errors import UserError
 from .line import line_of
 from .series import (PATCH_DIR, am_subject, decode_utf8, name_problem, parse_patch, read_series_names, render_series,
@@ -136,7 +137,7 @@ def _split_per_file(patch: tuple[str, str], path: Path, author: str) -> list[tup
     pieces = []
     for a, b in zip(starts, starts[1:] + [len(diff)]):
         chunk = diff[a:b]
-        file = re.match(r"diff --git a/\S+ b/(\S+)", chunk).group(1)
+        file = sections(chunk)[0].path
         piece_subject = f"{subject} ({file})"
         piece_head = re.sub(r"^Subject: .*(?:\n[ \t].*)*", lambda _m: f"Subject: [PATCH] {_encoded(piece_subject)}",
                             head, count=1, flags=re.M)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import git
 
+from .diffheader import sections
 from .errors import UserError
 from .gitenv import git_env, raise_if_killed
 from .series import (PATCH_DIR, Series, commit_matches_patch, message_break, parse_patch, read_series,
@@ -190,9 +191,7 @@ class PatchQueue:
             if target is not None:
                 if target in applied:
                     raise UserError(f"{target} is already applied", "nothing to push")
-                if target not in pending:
-                    self.series().get(target)  # raises with the list of known names
-                pending = pending[: pending.index(target) + 1]
+                pending = pending[: pending.index(target) + 1]  # listed (checked above), not applied
             elif not all:
                 pending = pending[:1]
             series = self.series() if pending else None
@@ -221,10 +220,8 @@ class PatchQueue:
         """Why git could not apply ``patch``, in git's own words, and what to do about it."""
         stale = "refresh the patch against this upstream, or use `rebase` for a new release"
         damaged = f"restore {PATCH_DIR}/{patch.name} from git (`git checkout -- {PATCH_DIR}/{patch.name}`) or re-export it"
-        if b"\r\n" in patch.read_bytes():
-            return "it has CRLF line endings", f"convert it with `dos2unix {PATCH_DIR}/{patch.name}`, or {damaged}"
         try:
-            self.repo.git.apply("--check", "--verbose", str(patch.resolve()))
+            self.repo.git.apply("--check", str(patch.resolve()))
         except git.GitCommandError as exc:
             stderr = exc.stderr or ""
             found = re.search(r"patch failed: (.+):(\d+)", stderr)
@@ -235,7 +232,7 @@ class PatchQueue:
             if missing:
                 return f"{missing.group(1)} does not exist upstream", stale
             said = git_says(stderr)
-            if "corrupt patch" in said or "patch fragment without header" in said or "No valid patches" in said:
+            if any(words in said for words in DAMAGED):
                 return f"git says: {said}", damaged
             return f"git says: {said or 'it could not apply the patch'}", stale
         said = git_says((am_error.stderr or "") + "\n" + (am_error.stdout or ""))
@@ -257,8 +254,6 @@ class PatchQueue:
             if all:
                 keep = 0
             elif target is not None:
-                if target not in applied:
-                    raise UserError(f"{target} is not applied", "nothing to pop")
                 keep = applied.index(target)
             else:
                 keep = len(applied) - 1
@@ -356,6 +351,11 @@ def _template(name: str) -> str:
             "Upstream-Status: Pending\nDrop-When: check:CHECK-NAME\n")
 
 
+# What git apply says of a patch file that is damaged rather than stale (a patch without any diff is
+# refused earlier, when the series is read).
+DAMAGED = ("corrupt patch", "patch with only garbage", "patch fragment without header")
+
+
 def git_says(stderr: str) -> str:
     """git's last error line, without its "error: "/"fatal: " prefix."""
     # GitPython quotes it as "  stderr: 'error: ...'"
@@ -365,13 +365,10 @@ def git_says(stderr: str) -> str:
 
 def _hunk_number(patch: Path, path: str, line: int) -> int:
     """Which hunk of ``path`` in ``patch`` starts at old-file ``line`` (as git reports it)."""
-    current, number = None, 0
-    for text in patch.read_text(errors="replace").splitlines():
-        if text.startswith("diff --git "):
-            current, number = text.rsplit(" b/", 1)[-1], 0
-        elif text.startswith("@@ ") and current == path:
-            number += 1
-            start = int(re.match(r"@@ -(\d+)", text).group(1))
-            if start == line:
-                return number
-    return max(number, 1)
+    text = patch.read_text(errors="replace")
+    for section in sections(text):
+        if path in (section.old, section.new):
+            starts = [int(m.group(1)) for m in re.finditer(r"(?m)^@@ -(\d+)", text[section.start:section.end])]
+            if line in starts:
+                return starts.index(line) + 1
+    return 1  # not found: git names the line where one of the file's hunks starts

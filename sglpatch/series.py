@@ -19,13 +19,13 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
+from .diffheader import sections
 from .errors import UserError
 from .pin import decode_utf8, validate_version
 
 PATCH_DIR = "patches"
 SERIES_FILE = "series"
 UPSTREAM_STATUSES = ("Pending", "Submitted", "Backport", "Denied", "Inappropriate", "Accepted")
-_DIFF_FILE = re.compile(r"^diff --git a/(\S+) b/(\S+)$", re.M)
 
 
 @dataclass(frozen=True)
@@ -220,11 +220,11 @@ def parse_patch(path: Path) -> PatchEntry:
         raise UserError(f"{path} has no e-mail address in its From: header ('{author[:60]}'), which `git am` "
                         "refuses after applying the diff", "write it as `From: Name <email>`")
     body, _, diff = rest.partition("\n---\n")
-    if not _DIFF_FILE.search(diff or rest):
+    files = tuple(dict.fromkeys(s.path for s in sections(diff or rest)))
+    if not files:
         raise UserError(f"{path} contains no diff", "recreate the patch; an empty patch is not allowed")
     subject = re.sub(r"^\[PATCH[^\]]*\]\s*", "", subject_lines)
     trailers = parse_trailers(body)
-    files = tuple(dict.fromkeys(b for _, b in _DIFF_FILE.findall(diff or rest)))
     return PatchEntry(
         name=path.name,
         path=path,

@@ -13,8 +13,10 @@ import pytest
 from helpers import (UPSTREAM_FILES, commit_files, commit_project, assert_one_line_error, make_project, make_upstream,
                      message, patch_text, run_cli)
 from sglpatch.errors import UserError
+from sglpatch.line import line_of
 from sglpatch.queue import PatchQueue
 from sglpatch.series import read_series_names
+from sglpatch.transaction import log
 
 RUNNER = "python/sglang/srt/model_executor/model_runner.py"
 KIMI = "python/sglang/srt/models/kimi_k25.py"
@@ -44,6 +46,21 @@ def project(tmp_path, upstream):
     return root, queue
 
 
+def one_file_queue(tmp_path, upstream, path: str, before: str, after: str, subject: str, *, onto=None):
+    """A queue of one patch changing ``path`` from ``before`` to ``after``, on an upstream commit
+    that adds ``path`` (or on what ``onto(repo)`` commits above that). Returns (root, queue, patch)."""
+    repo, base = upstream
+    repo.git.checkout("--quiet", "--detach", base)
+    start = commit_files(repo, {path: before}, f"upstream adds {path}")
+    text = patch_text(repo, start, {path: after}, message(subject))
+    target = onto(repo) if onto else start
+    root = make_project(tmp_path / "p", {"0001-one.patch": text})
+    commit_project(root, target)  # the tool rewrites only committed patch files
+    queue = PatchQueue(root)
+    queue.reset_to(repo, target)
+    return root, queue, text
+
+
 def test_push_all_applies_each_patch_as_one_commit(project):
     root, queue = project
     assert queue.push(all=True) == ["0001-runner.patch", "0002-kimi.patch"]
@@ -61,8 +78,14 @@ def test_push_and_pop_by_name_and_one_at_a_time(project):
     assert "return 1" in (queue.path / KIMI).read_text()
     assert queue.applied_names() == ["0001-runner.patch"] and "line ten" in (queue.path / RUNNER).read_text()
     queue.push(all=True)
+    assert queue.pop("0002-kimi.patch") == ["0002-kimi.patch"]  # down to the target, not below it
+    assert queue.applied_names() == ["0001-runner.patch"]
+    queue.push(all=True)
     assert queue.pop("0001-runner.patch") == ["0002-kimi.patch", "0001-runner.patch"]
     assert queue.applied_names() == []
+    queue.push(all=True)
+    assert queue.pop(all=True) == ["0002-kimi.patch", "0001-runner.patch"]
+    assert queue.applied_names() == [] and "line 10" in (queue.path / RUNNER).read_text()
     assert queue.pop(all=True) == []
 
 
@@ -280,14 +303,8 @@ def test_new_with_nothing_applied_goes_first_and_a_taken_or_nested_name_is_refus
 def test_a_patch_to_a_file_with_crlf_lines_keeps_them(tmp_path, upstream):
     """git am strips a CR at the end of a diff line unless told to keep it: the file would lose
     its line ends."""
-    repo, base = upstream
     crlf = "python/sglang/srt/windows.txt"
-    repo.git.checkout("--quiet", "--detach", base)
-    with_crlf = commit_files(repo, {crlf: "one\r\ntwo\r\n"}, "a CRLF file")
-    text = patch_text(repo, with_crlf, {crlf: "one\r\nTWO\r\n"}, message("crlf: two"))
-    root = make_project(tmp_path / "p", {"0001-crlf.patch": text})
-    queue = PatchQueue(root)
-    queue.reset_to(repo, with_crlf)
+    _, queue, _ = one_file_queue(tmp_path, upstream, crlf, "one\r\ntwo\r\n", "one\r\nTWO\r\n", "crlf: two")
     queue.push()
     assert (queue.path / crlf).read_bytes() == b"one\r\nTWO\r\n"
 
@@ -309,11 +326,12 @@ def test_refresh_without_a_patch_or_without_edits_names_what_is_missing(project)
         queue.refresh()
     assert (nothing.value.what, nothing.value.hint) == ("no patch is applied to refresh",
                                                          "push one first, or use `new NAME`")
-    queue.push(all=True)
-    with pytest.raises(UserError) as clean:
-        queue.refresh()
-    assert clean.value.what == f"{queue.path} has no edits to fold into 0002-kimi.patch"  # the top one
-    assert clean.value.hint == "edit files in the work tree first"
+    for top in ("0001-runner.patch", "0002-kimi.patch"):  # the top one, with one or two applied
+        queue.push()
+        with pytest.raises(UserError) as clean:
+            queue.refresh()
+        assert clean.value.what == f"{queue.path} has no edits to fold into {top}"
+        assert clean.value.hint == "edit files in the work tree first"
 
 
 def test_exported_patches_carry_full_blob_ids_and_no_rename_headers(project):
@@ -368,14 +386,27 @@ def test_the_stale_hunk_is_named_by_its_number_within_its_own_file(tmp_path, ups
     assert queue.applied_names() == []
 
 
-@pytest.mark.parametrize("body", ["example:\ndiff --git a/x b/x", "a separator\n---\nafter it"])
+def test_the_stale_hunk_of_a_path_holding_b_slash_is_numbered(tmp_path, upstream):
+    """``diff --git a/a b/c.txt b/a b/c.txt``: the path is read from the ``+++ b/`` header, not split
+    out of the diff line."""
+    spaced = "python/sglang/srt/a b/c.txt"
+    lines = "".join(f"row {i}\n" for i in range(1, 41))
+    root, _, _ = one_file_queue(
+        tmp_path, upstream, spaced, lines, lines.replace("row 3\n", "row three\n").replace("row 30\n", "row 30!\n"),
+        "spaced: two hunks", onto=lambda repo: commit_files(repo, {spaced: lines.replace("row 29\nrow 30\n", "x\n")}, "moved"))
+    assert_one_line_error(run_cli(root, "push"), "0001-one.patch", f"{spaced} hunk #2 at line 27")
+
+
+@pytest.mark.parametrize("body", ["example:\ndiff --git a/x b/x", "a separator\n---\nafter it",
+                                  f"a long one:\ndiff --git a/{'x' * 40} b/{'x' * 40}"])
 def test_a_message_git_am_would_cut_is_refused_by_new_and_by_refresh(project, body):
     root, queue = project
     queue.push(all=True)
     (queue.path / KIMI).write_text("class KimiK25:\n    pass\n")
     with pytest.raises(UserError) as new:
         queue.new("0003-x", f"subject\n\n{body}\n")
-    assert new.value.what.startswith("line 4 of the message of 0003-x.patch (") and \
+    cut = body.splitlines()[1]  # the offending line, quoted up to 40 characters
+    assert new.value.what.startswith(f"line 4 of the message of 0003-x.patch ('{cut[:40]}') ") and \
         "is where `git am` would start the diff" in new.value.what
     assert new.value.hint == "indent that line of the message, then rerun"
     assert not (root / "patches" / "0003-x.patch").exists()
@@ -420,7 +451,12 @@ def test_patch_file_edited_after_apply_wins_over_the_stale_commit(project, upstr
 @pytest.mark.parametrize("damage, said, hint", [
     (lambda text: text[: text.index("@@", text.index("@@") + 2) + 40], "git says: corrupt patch at line",
      "git checkout -- patches/0002-kimi.patch"),
-    (lambda text: text.replace("\n", "\r\n"), "CRLF line endings", "dos2unix"),
+    (lambda text: text.replace("\n", "\r\n"), "CRLF line endings", "dos2unix"),  # refused as the series is read
+    # a hunk whose file header was lost; a diff cut off after its header
+    (lambda text: text[: text.index("@@")], "git says: patch with only garbage at line",  # cut before its hunk
+     "git checkout -- patches/0002-kimi.patch"),
+    (lambda text: text + "garbage\n" + text[text.index("@@"):], "git says: patch fragment without header at line",
+     "git checkout -- patches/0002-kimi.patch"),  # a hunk that lost its file's header
 ])
 def test_a_damaged_patch_is_named_in_gits_words(project, damage, said, hint):
     root, queue = project
@@ -458,3 +494,59 @@ def test_bad_queue_input_is_one_line(project, tmp_path):
     assert_one_line_error(run_cli(root, "push", "0009-nope.patch"), "no patch named '0009-nope.patch'")
     assert queue.applied_names() == ["0001-runner.patch", "0002-kimi.patch"]
     assert (queue.path / KIMI).read_text() == "class KimiK25:\n    pass\n"
+
+
+def test_each_queue_command_is_logged_under_its_own_name(project):
+    """`log` lists the operations `undo` steps back through by the command that made them."""
+    root, queue = project
+    queue.push(all=True)
+    queue.pop()
+    (queue.path / KIMI).write_text("class KimiK25:\n    pass\n")
+    queue.new("0003-x", "x: a new patch\n\nUpstream-Status: Pending\nDrop-When: check:x\n")
+    (queue.path / KIMI).write_text("class KimiK25:\n    x = 1\n")
+    queue.refresh()
+    queue.repo.git.commit("--quiet", "--amend", "-m",
+                          "x: a new patch\n\nWhy, said by hand.\n\nUpstream-Status: Pending\nDrop-When: check:x")
+    queue.export()
+    assert [e.op for e in log(line_of(root))][:5] == ["export", "refresh", "new", "pop", "push"]
+
+
+def test_the_work_repositorys_own_git_configuration_changes_no_patch_and_stops_no_command(tmp_path, upstream):
+    """Configuration in the work tree's own repository (numbered subjects, a subject prefix,
+    another diff algorithm, commit hooks that refuse) must neither change an exported patch nor
+    stop a command: exports are compared byte for byte with the series, so any drift reads as an
+    edit. (The maintainer's global and system configuration is not read at all: gitenv.py.)"""
+    path = "python/sglang/srt/algorithm.txt"  # a change myers and histogram put differently
+    root, queue, text = one_file_queue(tmp_path, upstream, path, "a\n}\nx\n}\nb\n", "{\nb\n\nx\n{\n}\n",
+                                       "algorithm: rewrite")
+    hooks = tmp_path / "hooks"
+    hooks.mkdir()
+    for hook in ("pre-commit", "commit-msg"):  # git am's own hooks run: a test interrupts push with one
+        (hooks / hook).write_text("#!/bin/sh\necho refused by a hook of the maintainer >&2\nexit 1\n")
+        (hooks / hook).chmod(0o755)
+    with queue.repo.config_writer() as config:
+        config.set_value("format", "numbered", "true")
+        config.set_value("format", "subjectPrefix", "RFC")
+        config.set_value("diff", "algorithm", "histogram")
+        config.set_value("core", "hooksPath", str(hooks))
+    queue.push()
+    (commit,) = queue.applied_commits()
+    assert commit.committed_date == commit.authored_date  # the same commit on every machine
+    queue.export()
+    assert (root / "patches" / "0001-one.patch").read_text() == text
+    (queue.path / path).write_text("{\nb\n")
+    queue.refresh()
+    (queue.path / KIMI).write_text("class KimiK25:\n    pass\n")
+    queue.new("0002-kimi", "kimi: a class\n\nUpstream-Status: Pending\nDrop-When: check:x\n")
+    exported = (root / "patches" / "0002-kimi.patch").read_text()
+    assert "Subject: [PATCH] kimi: a class" in exported and "RFC" not in exported
+
+
+def test_queue_commands_leave_the_stray_file_warning_to_the_build(project, capsys):
+    """A file in patches/ that the series does not list is warned about once, where the series is
+    read for the build; push and pop, which read it again for each patch, stay quiet."""
+    root, queue = project
+    (root / "patches" / "0009-stray.patch").write_text("not listed\n")
+    queue.push(all=True)
+    queue.pop()
+    assert capsys.readouterr().err == ""

@@ -14,9 +14,9 @@ from pathlib import Path
 import git
 import pytest
 
-from helpers import (REPO_ROOT, LocalIndex, assert_one_line_error, commit_project, make_upstream, message,
-                     patch_text, pin_text, run_cli, sdist_bytes)
-from sglpatch import checks, rebase, source
+from helpers import (REPO_ROOT, LocalIndex, assert_one_line_error, commit_files, commit_project, make_upstream,
+                     message, patch_text, pin_text, run_cli, sdist_bytes)
+from sglpatch import checks, hunks, rebase, source
 from sglpatch.line import line_dir
 from sglpatch.pin import read_pin
 from sglpatch.queue import PatchQueue
@@ -206,6 +206,21 @@ def test_verdicts_per_file_and_per_hunk(env):
     text = rebase.format_report(report)
     assert f"    {RUNNER}: merged (1 merged); moved by +5 lines" in text
     assert f"    {RUNNER}: conflict (1 conflict); does not apply, even three-way; @@ -7" in text
+
+
+def test_each_file_of_a_patch_gets_its_own_verdict_whatever_its_name_holds(tmp_path):
+    """A patch to "a b/c.txt" (the path holds " b/") and to a plain file: split at whitespace, the
+    first file's hunk was filed under the plain one, or lost, and its verdict with it."""
+    repo, base = make_upstream(tmp_path / "up")
+    spaced, plain = "python/a b/c.txt", "python/plain.txt"
+    rows = "".join(f"row {i}\n" for i in range(1, 21))
+    repo.git.checkout("--quiet", "--detach", base)
+    start = commit_files(repo, {spaced: rows, plain: rows}, "two files")
+    patch = patch_text(repo, start, {spaced: rows.replace("row 10\n", "row ten\n"),
+                                     plain: rows.replace("row 3\n", "row three\n")}, message("two files"))
+    commit_files(repo, {spaced: rows.replace("row 10\n", "upstream's ten\n")}, "upstream rewrites row 10")
+    verdicts = {f.path: f.verdict for f in hunks.verdicts(repo, patch)}
+    assert verdicts == {spaced: "merged", plain: "clean"}  # merged: until git's three-way merge says more
 
 
 def test_a_dry_run_exits_1_when_a_patch_conflicts_and_0_when_none_does(env):

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from helpers import REPO_ROOT, assert_one_line_error, make_project, make_upstream, message, patch_text, run_cli
+from helpers import (REPO_ROOT, assert_one_line_error, commit_files, make_project, make_upstream, message, patch_text,
+                     run_cli)
 from sglpatch.errors import UserError
 from sglpatch.series import (DropCondition, PatchEntry, commit_matches_patch, message_break, parse_drop_when,
                              parse_patch, parse_trailers, read_series, read_series_lines, read_series_names,
@@ -43,6 +44,20 @@ def test_series_reads_names_trailers_and_files(tmp_path, good_patch):
     assert patch.files == (KIMI,)
     assert trailer_problems(patch) == []
     assert len(series.fingerprint()) == 64
+
+
+def test_the_files_of_a_patch_are_read_whatever_their_names_hold(tmp_path):
+    """Spaces (even " b/"), C-quoted UTF-8 names, new and deleted files: every file of the diff is
+    listed (split at whitespace, "a b/c.txt" was lost, and a patch of such files alone had "no diff")."""
+    repo, base = make_upstream(tmp_path / "up")
+    spaced, quoted, new = "python/a b/c.txt", "python/caf\u00e9.txt", "python/n e w.txt"
+    repo.git.checkout("--quiet", "--detach", base)
+    start = commit_files(repo, {spaced: "1\n", quoted: "x\n"}, "odd names")
+    text = patch_text(repo, start, {spaced: "2\n", quoted: None, new: "n\n"}, message("odd names"))
+    assert '"a/python/caf\\303\\251.txt"' in text and "+++ b/python/a b/c.txt\t" in text
+    root = make_project(tmp_path / "p", {"0001-a.patch": text})
+    (patch,) = read_series(root).patches
+    assert patch.files == (spaced, quoted, new)
 
 
 def test_fingerprint_changes_with_any_patch_byte(tmp_path, good_patch):
