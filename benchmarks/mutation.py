@@ -91,7 +91,8 @@ def scratch_copy(dest: Path) -> None:
 # every argument; otherwise the positions and keywords that are words (a Problem's key is data).
 MESSAGE_CALLS: dict[str, set | None] = {
     "UserError": None, "Refused": None, "print": None, "say": None, "progress": None, "_say": None,
-    "_note": None, "note": None, "warn": None, "write": None, "Problem": {1, 2, "what", "hint"}}
+    "_note": None, "note": None, "warn": None, "write": None, "Problem": {1, 2, "what", "hint"},
+    "ensure_clean": {0}}  # the action it names in its refusal
 
 
 class _BlankMessages(ast.NodeTransformer):

@@ -272,6 +272,30 @@ def test_push_to_a_target_stops_there_and_refuses_one_already_applied(project):
     with pytest.raises(UserError, match="no patch named '0009-nope.patch'"):
         queue.push("0009-nope.patch")
     assert queue.applied_names() == ["0001-runner.patch"]
+    with pytest.raises(UserError) as unapplied:  # the twin, for pop: a known patch not applied
+        queue.pop("0002-kimi.patch")
+    assert (unapplied.value.what, unapplied.value.hint) == ("0002-kimi.patch is not applied", "nothing to pop")
+    assert queue.applied_names() == ["0001-runner.patch"]
+
+
+def test_a_work_tree_history_that_left_the_series_is_named(project):
+    """A commit made by hand above the patches, or one whose subject is not its patch's: the queue
+    stops and says which, rather than pairing commits with the wrong patch files."""
+    root, queue = project
+    queue.push(all=True)
+    (queue.path / KIMI).write_text("by hand\n")
+    queue.repo.git.commit("-qam", "by hand")
+    with pytest.raises(UserError) as extra:
+        queue.applied_names()
+    assert extra.value.what == f"{queue.path} has 3 commits above the base but the series lists 2 patches"
+    assert extra.value.hint == "export them with `python build.py new NAME` or drop the extra commits"
+    queue.repo.git.reset("--quiet", "--hard", "HEAD~2")
+    queue.repo.git.commit("-q", "--allow-empty", "-m", "kimi: another subject")
+    with pytest.raises(UserError) as diverged:
+        queue.applied_names()
+    assert diverged.value.what == (f"commit 'kimi: another subject' in {queue.path} does not match patch "
+                                   "0002-kimi.patch ('kimi: return two')")
+    assert diverged.value.hint == "the work tree history diverged from the series; export or reset it"
 
 
 def test_uncommitted_edits_are_named_three_at_a_time(project):
@@ -508,7 +532,7 @@ def test_each_queue_command_is_logged_under_its_own_name(project):
     queue.repo.git.commit("--quiet", "--amend", "-m",
                           "x: a new patch\n\nWhy, said by hand.\n\nUpstream-Status: Pending\nDrop-When: check:x")
     queue.export()
-    assert [e.op for e in log(line_of(root))][:5] == ["export", "refresh", "new", "pop", "push"]
+    assert [e.op for e in log(line_of(root))] == ["export", "refresh", "new", "pop", "push", "prepare"]
 
 
 def test_the_work_repositorys_own_git_configuration_changes_no_patch_and_stops_no_command(tmp_path, upstream):
