@@ -94,9 +94,9 @@ class NoneFlow:
         self.globals[slot] = grown
         owner, name = slot
         self.words.add(name)
-        if owner.endswith("()"):  # read back where the accessor is called
+        if owner.endswith("()"):  # read back where the accessor is called and the attribute read
             self.words.add(owner)
-            self._enqueue_mentions(owner)
+            self._enqueue_mentions(owner, "." + name)
         else:
             mod = self.d.tree.module(owner)
             if mod is not None:
@@ -120,7 +120,7 @@ class NoneFlow:
 
     # ------------------------------------------------------------ finding the functions to visit
 
-    def _enqueue_mentions(self, text: str) -> None:
+    def _enqueue_mentions(self, text: str, *also: str) -> None:
         if self._runtime is None:  # every runtime module's text in one byte string: one find per name
             mods = [m for m in self.d.tree.package_modules(SRT)
                     if not (m.name == MODELS or m.name.startswith(MODELS + "."))]
@@ -139,14 +139,15 @@ class NoneFlow:
             nxt = starts[i + 1] if i + 1 < len(starts) else len(text_all)
             at = text_all.find(needle, nxt)
         for mod in found:
-            self._enqueue_functions(mod, text)
+            self._enqueue_functions(mod, text, *also)
 
-    def _enqueue_functions(self, mod, text: str) -> None:
+    def _enqueue_functions(self, mod, *texts: str) -> None:
+        """The functions of ``mod`` whose text holds every one of ``texts``."""
         out = mod.outline
         for name, (start, end) in out.functions.items():
-            if text in mod.text(start, end):
+            if all(t in mod.text(start, end) for t in texts):
                 self._enqueue(self.d.key_for(mod, None, name, {}))
         for cname, co in out.classes.items():
             for name, m in co.members.items():
-                if m.start and text in mod.text(m.start, m.end):
+                if m.start and all(t in mod.text(m.start, m.end) for t in texts):
                     self._enqueue(self.d.key_for(mod, ClassRef(mod.name, cname), name, {}))
