@@ -574,3 +574,19 @@ def test_queue_commands_leave_the_stray_file_warning_to_the_build(project, capsy
     queue.push(all=True)
     queue.pop()
     assert capsys.readouterr().err == ""
+
+
+def test_a_patch_creating_a_file_upstream_now_has_is_stale_in_gits_words(tmp_path, upstream):
+    """Neither a failed hunk nor a missing file nor damage: git's own reason reaches the user, with
+    the advice for a stale patch (the twin of the damaged patches above)."""
+    repo, base = upstream
+    new = "python/sglang/srt/added.py"
+    text = patch_text(repo, base, {new: "ours = 1\n"}, message("added: a new module"))
+    repo.git.checkout("--quiet", "--detach", base)
+    theirs = commit_files(repo, {new: "theirs = 1\n"}, "upstream adds the same module")
+    root = make_project(tmp_path / "p", {"0001-added.patch": text})
+    PatchQueue(root).reset_to(repo, theirs)
+    line = assert_one_line_error(run_cli(root, "push"), "0001-added.patch",
+                                 f"git says: {new}: already exists in working directory",
+                                 "refresh the patch against this upstream")
+    assert "git checkout --" not in line
