@@ -38,7 +38,7 @@ REPO = Path(__file__).resolve().parent.parent
 EQUIVALENTS = REPO / "benchmarks" / "mutation-equivalents.toml"
 SERIES_MODULES = ("sglpatch/rebase.py", "sglpatch/queue.py", "sglpatch/series.py", "sglpatch/line.py",
                   "sglpatch/line_add.py", "sglpatch/pin.py", "sglpatch/source.py", "sglpatch/wheel.py", "sglpatch/contract/classes.py",
-                  "sglpatch/contract/wrappers.py")
+                  "sglpatch/contract/wrappers.py", "sglpatch/diffheader.py")
 # The test files that exercise each series module directly. A one-module run uses only these, so
 # mutmut's first phase (the tests run once traced, once clean) takes seconds, not the whole fast
 # set's half hour; `--tests` overrides, `--tests tests` is the whole fast set.
@@ -53,6 +53,7 @@ MODULE_TESTS = {
     "sglpatch/wheel.py": ["tests/test_build.py", "tests/test_survivors.py"],
     "sglpatch/contract/classes.py": ["tests/test_contract.py"],
     "sglpatch/contract/wrappers.py": ["tests/test_contract.py"],
+    "sglpatch/diffheader.py": ["tests/test_series.py", "tests/test_rebase.py", "tests/test_queue.py"],
 }
 TARGET = 0.90
 CONFIG = """[tool.mutmut]
