@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from .access import Access, _call_name, _features_of
 from .guards import _exits
 from .outline import dotted
-from .walker import _Walker
+from .walker import _Walker, _getattr_none_default
 
 if TYPE_CHECKING:
     from .none_flow import NoneFlow
@@ -32,7 +32,6 @@ def _hop(t: Taint, where: str) -> Taint:
 
 def _is_none(e) -> bool:
     return e is None or (isinstance(e, ast.Constant) and e.value is None)
-
 
 
 class Visit:
@@ -64,17 +63,21 @@ class Visit:
 
     # ------------------------------------------------------------ values
 
+    def name_taint(self, name: str) -> Taint:
+        """A local name's, else the module global's of that name."""
+        if name in self.names:
+            return self.names[name]
+        return self.flow.globals.get((self.mod.name, name), ())
+
     def taint(self, e) -> Taint:
         if isinstance(e, ast.Name):
-            if e.id in self.names:
-                return self.names[e.id]
-            return self.flow.globals.get((self.mod.name, e.id), ())
+            return self.name_taint(e.id)
         if isinstance(e, ast.Attribute):
             slot = self.slot(e)
             return self.flow.globals.get(slot, ()) if slot else ()
         if isinstance(e, ast.Call):
             probe = self.probes.get((e.lineno, e.col_offset))
-            if probe is not None and probe.kind.endswith("getattr") and _none_default(e):
+            if probe is not None and probe.kind.endswith("getattr") and _getattr_none_default(e):
                 return ((probe, ()),)
             target = self.calls.callee(e)
             if target is not None:
@@ -95,10 +98,7 @@ class Visit:
         """``get_resources().x`` or ``r.x`` after ``r = get_resources()``: an attribute of the object
         a call without arguments hands out (a process-wide singleton), keyed by that call's name."""
         base = e.value
-        if isinstance(base, ast.Call) and not base.args and not base.keywords:
-            accessor = (dotted(base.func) or "").rpartition(".")[2]
-        else:
-            accessor = self.accessors.get(base.id) if isinstance(base, ast.Name) else None
+        accessor = self.accessors.get(base.id) if isinstance(base, ast.Name) else _accessor(base)
         return (accessor + "()", e.attr) if accessor else None
 
     def none_when(self, test) -> tuple[Taint, Taint, bool]:
@@ -157,7 +157,7 @@ class Visit:
         elif isinstance(s, ast.Assert):
             t: Taint = ()
             for name in sorted(_not_none(s.test, True)):
-                t = _union(t, self.names.get(name) or self.flow.globals.get((self.mod.name, name), ()))
+                t = _union(t, self.name_taint(name))
             if t:
                 self.flow.consumed(t, s, self)
             self.expr(s.test)
@@ -169,9 +169,7 @@ class Visit:
             for target in (s.targets if isinstance(s, ast.Assign) else [s.target]):
                 self.assign(target, t)
                 if isinstance(target, ast.Name):
-                    call = s.value
-                    bare = isinstance(call, ast.Call) and not call.args and not call.keywords
-                    accessor = (dotted(call.func) or "").rpartition(".")[2] if bare else ""
+                    accessor = _accessor(s.value)
                     if accessor:
                         self.accessors[target.id] = accessor
                     else:
@@ -294,9 +292,12 @@ class Visit:
             self.flow.passed(key, k.arg, _hop(self.taint(k.value), self.where(c)))
 
 
-def _none_default(c: ast.Call) -> bool:
-    default = c.args[2] if len(c.args) >= 3 else next((k.value for k in c.keywords if k.arg == "default"), None)
-    return _is_none(default)
+def _accessor(e) -> str:
+    """The name of a call without arguments (``get_resources()``), the accessor of a process-wide
+    object; "" for anything else."""
+    if isinstance(e, ast.Call) and not e.args and not e.keywords:
+        return (dotted(e.func) or "").rpartition(".")[2]
+    return ""
 
 
 def _not_none(test, holds: bool) -> set[str]:
