@@ -53,7 +53,8 @@ MODULE_TESTS = {
     "sglpatch/wheel.py": ["tests/test_build.py", "tests/test_survivors.py"],
     "sglpatch/contract/classes.py": ["tests/test_contract.py"],
     "sglpatch/contract/wrappers.py": ["tests/test_contract.py"],
-    "sglpatch/diffheader.py": ["tests/test_series.py", "tests/test_rebase.py", "tests/test_queue.py"],
+    "sglpatch/diffheader.py": ["tests/test_diffheader.py", "tests/test_series.py", "tests/test_rebase.py",
+                               "tests/test_queue.py"],
 }
 TARGET = 0.90
 CONFIG = """[tool.mutmut]

@@ -5,6 +5,10 @@ path with unusual bytes (``diff --git "a/caf\\303\\251.txt" "b/caf\\303\\251.txt
 for a name with a space). Splitting the ``diff --git`` line at whitespace loses such files, and
 with them their hunks. A section's paths come from its ``rename``/``copy`` lines, then its
 ``---``/``+++`` lines, and only then from the ``diff --git`` line, split where its two halves agree.
+
+Only git's default ``a/`` and ``b/`` prefixes are read (`git am` strips one leading directory);
+:func:`with_ab_prefixes` rewrites a diff made with others (``--no-prefix``, ``diff.mnemonicPrefix``'s
+``i/``/``w/``/``c/``/``o/``, ``--src-prefix``/``--dst-prefix``) so that it reads and applies the same.
 """
 
 from __future__ import annotations
@@ -72,6 +76,8 @@ def sections(text: str) -> list[Section]:
         for line in lines[1:]:
             if line.startswith("@@"):
                 break  # the header ends at the first hunk
+            if line.startswith(("new file mode ", "deleted file mode ")):  # an empty file has no ---/+++
+                old, new = (None, new) if line[0] == "n" else (old, None)
             found = _HEADER.match(line)
             if not found:
                 continue
@@ -86,3 +92,81 @@ def sections(text: str) -> list[Section]:
                 old, new = (value[2:], new) if kind == "---" else (old, value[2:])
         out.append(Section(old, new, start, end))
     return out
+
+
+def unprefixed_lines(text: str) -> list[str]:
+    """The ``diff --git`` lines of ``text`` whose paths are not under ``a/`` and ``b/``."""
+    return [line for line in re.findall(r"^diff --git .*$", text, re.M) if git_line_paths(line) is None]
+
+
+def with_ab_prefixes(text: str) -> str:
+    """``text`` with every section's paths under ``a/`` and ``b/``, whatever prefixes it was made
+    with; ValueError names a ``diff --git`` line whose paths cannot be told apart from its prefixes."""
+    starts = [m.start() for m in _SECTION.finditer(text)]
+    if not starts:
+        return text
+    out = [text[:starts[0]]]
+    for start, end in zip(starts, starts[1:] + [len(text)]):
+        chunk = text[start:end]
+        lines = chunk.splitlines(keepends=True)
+        out.append(chunk if git_line_paths(lines[0]) else "".join(_reprefixed(lines)))
+    return "".join(out)
+
+
+def _reprefixed(lines: list[str]) -> list[str]:
+    old, new = _bare_paths(lines)
+    out = [f"diff --git {_quote('a/' + old)} {_quote('b/' + new)}\n"]
+    in_header = True
+    for line in lines[1:]:
+        in_header = in_header and not line.startswith("@@")
+        value = line[4:].rstrip("\r\n").rstrip("\t")
+        if in_header and line.startswith(("--- ", "+++ ")) and value != "/dev/null":
+            side = "a/" + old if line.startswith("-") else "b/" + new
+            line = f"{line[:4]}{_quote(side)}{chr(9) if ' ' in side else ''}\n"
+        out.append(line)
+    return out
+
+
+def _bare_paths(lines: list[str]) -> tuple[str, str]:
+    """(old, new) of one section, without whatever prefixes its ``diff --git`` line carries."""
+    header = [line.rstrip("\r\n") for line in lines[1:]]
+    header = header[:next((i for i, line in enumerate(header) if line.startswith("@@")), len(header))]
+    named = {m.group(1): unquote(m.group(2).rstrip("\t")) for m in map(_HEADER.match, header) if m}
+    old = named.get("rename from") or named.get("copy from")
+    new = named.get("rename to") or named.get("copy to")
+    if old and new:
+        return old, new
+    sides = [v for k, v in named.items() if k in ("---", "+++") and v != "/dev/null"]
+    halves = _halves(lines[0][len("diff --git "):].rstrip("\r\n"))
+    found = [p for a, b in halves for p in _common_tails(a, b) if all(_is_tail(p, s) for s in sides)]
+    if not found:
+        raise ValueError(f"cannot tell the paths of '{lines[0].rstrip()[:120]}' from its prefixes")
+    path = max(found, key=len)
+    return path, path
+
+
+def _halves(rest: str) -> list[tuple[str, str]]:
+    """Every way ``rest`` may be two names: the quoted forms as git writes them, else each space."""
+    quoted = re.fullmatch(r'("(?:[^"\\]|\\.)*"|\S+) ("(?:[^"\\]|\\.)*"|\S+)', rest)
+    if quoted:
+        return [(unquote(quoted.group(1)), unquote(quoted.group(2)))]
+    return [(rest[:i], rest[i + 1:]) for i, c in enumerate(rest) if c == " "]
+
+
+def _common_tails(a: str, b: str) -> list[str]:
+    """The paths both names end with, each after a directory boundary (so a prefix is ``x/`` or nothing)."""
+    return [a[i:] for i in range(len(a)) if (i == 0 or a[i - 1] == "/") and _is_tail(a[i:], b)]
+
+
+def _is_tail(path: str, name: str) -> bool:
+    return bool(path) and name.endswith(path) and (len(name) == len(path) or name[-len(path) - 1] == "/")
+
+
+def _quote(name: str) -> str:
+    """``name`` as git writes it: C-quoted when it holds a quote, a backslash, a control or non-ASCII byte."""
+    if not re.search(r'["\\\x00-\x1f\x7f-\U0010ffff]', name):
+        return name
+    escapes = {"\"": '\\"', "\\": "\\\\", "\t": "\\t", "\n": "\\n"}
+    body = "".join(escapes.get(c, c) if c.isascii() and (c in escapes or c.isprintable())
+                   else "".join(f"\\{b:03o}" for b in c.encode("utf-8", "surrogateescape")) for c in name)
+    return f'"{body}"'

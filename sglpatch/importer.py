@@ -21,7 +21,7 @@ from pathlib import Path
 
 import git
 
-from .diffheader import sections
+from .diffheader import sections, with_ab_prefixes
 from .errors import UserError
 from .line import line_of
 from .series import (PATCH_DIR, am_subject, decode_utf8, name_problem, parse_patch, read_series_names, render_series,
@@ -85,8 +85,7 @@ def _as_mail(mail: str, path: Path, author: str) -> tuple[str, str]:
                         "add one, or import the plain diff with --subject")
     if not re.search(r"^From: ", header, re.M):  # git am would stop on it: no author
         header += f"\nFrom: {author}"
-    if not _GIT_DIFF.search(rest):
-        rest = _git_headers(rest)
+    rest = _ab_prefixed(rest, path) if _GIT_DIFF.search(rest) else _git_headers(rest)
     mail = f"{header}\n\n{rest}"
     return _mail_subject(header), mail if mail.endswith("\n") else mail + "\n"
 
@@ -101,8 +100,7 @@ def _mail_subject(header: str) -> str:
 
 def _wrap_diff(diff: str, path: Path, subject: str, author: str) -> tuple[str, str]:
     """A plain diff as a format-patch mail whose message says only what is known."""
-    if not _GIT_DIFF.search(diff):
-        diff = _git_headers(diff)
+    diff = _ab_prefixed(diff, path) if _GIT_DIFF.search(diff) else _git_headers(diff)
     diff = diff[_GIT_DIFF.search(diff).start():]  # what precedes the first file is not the diff
     digest = hashlib.sha256(diff.encode()).hexdigest()[:12]
     body = (f"Imported from {path.name} (diff sha256 {digest}) by `python build.py import`;\n"
@@ -112,6 +110,16 @@ def _wrap_diff(diff: str, path: Path, subject: str, author: str) -> tuple[str, s
     header = (f"{ZERO_FROM}\nFrom: {author}\nDate: {email.utils.formatdate(localtime=False)}\n"
               f"Subject: [PATCH] {_encoded(subject)}\n")
     return subject, f"{header}\n{body}---\n{diff if diff.endswith(chr(10)) else diff + chr(10)}"
+
+
+def _ab_prefixed(diff: str, path: Path) -> str:
+    """A git diff made with other prefixes (``--no-prefix``, ``i/``/``w/``) under ``a/`` and ``b/``,
+    which `git am` strips: as it came, it would apply to the wrong paths or not at all."""
+    try:
+        return with_ab_prefixes(diff)
+    except ValueError as exc:
+        raise UserError(f"{path}: {exc}", "make the diff again with git's a/ and b/ prefixes "
+                                          "(`git diff` or `git format-patch` without --no-prefix)") from None
 
 
 def _git_headers(diff: str) -> str:

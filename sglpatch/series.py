@@ -19,7 +19,7 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from .diffheader import sections
+from .diffheader import sections, unprefixed_lines
 from .errors import UserError
 from .pin import decode_utf8, validate_version
 
@@ -221,6 +221,11 @@ def parse_patch(path: Path) -> PatchEntry:
                         "refuses after applying the diff", "write it as `From: Name <email>`")
     body, _, diff = rest.partition("\n---\n")
     files = tuple(dict.fromkeys(s.path for s in sections(diff or rest)))
+    foreign = unprefixed_lines(diff or rest)
+    if foreign:
+        raise UserError(f"{path}: '{foreign[0][:80]}' names its files without git's a/ and b/ prefixes, "
+                        "so `git am` would strip the wrong directory",
+                        "move it out of patches/ and `python build.py import` it, which rewrites the prefixes")
     if not files:
         raise UserError(f"{path} contains no diff", "recreate the patch; an empty patch is not allowed")
     subject = re.sub(r"^\[PATCH[^\]]*\]\s*", "", subject_lines)

@@ -131,3 +131,27 @@ def test_bad_imports_are_one_line_and_write_nothing(env, tmp_path):
                  for i, a in enumerate(args)]
         assert_one_line_error(run_cli(root, "import", *files, env=env["env"]), needle)
     assert snapshot(root) == before
+
+
+def test_a_diff_made_without_a_and_b_prefixes_is_imported_under_them_and_applies(env, tmp_path):
+    """`git diff --no-prefix` and other prefixes: `git am` strips one leading directory, so as they
+    came such diffs apply to the wrong paths or not at all (and --split crashed on them)."""
+    root = make_repo(env, [])
+    edits = {OTHER: "VALUE = 9\n", KIMI: V1[KIMI].replace("return 1", "return 9")}
+    (tmp_path / "bare.diff").write_text(plain_diff(env, edits, "--no-prefix"))
+    (tmp_path / "mnemonic.diff").write_text(plain_diff(env, {RUNNER: V1[RUNNER].replace("line 5\n", "line V\n")},
+                                                       "--src-prefix=i/", "--dst-prefix=w/"))
+    assert (tmp_path / "bare.diff").read_text().startswith(f"diff --git {KIMI} {KIMI}\n")
+    ok(run_cli(root, "import", str(tmp_path / "bare.diff"), "--split", env=env["env"]))
+    ok(run_cli(root, "import", str(tmp_path / "mnemonic.diff"), env=env["env"]))
+    patches = read_series(root).patches
+    assert [p.files for p in patches] == [(KIMI,), (OTHER,), (RUNNER,)]
+    first = patches[0].path.read_text()
+    assert f"diff --git a/{KIMI} b/{KIMI}\n" in first and f"\n--- a/{KIMI}\n+++ b/{KIMI}\n" in first
+    ok(run_cli(root, "prepare", env=env["env"]))
+    src = root / "build" / "src"
+    assert (src / OTHER).read_text() == "VALUE = 9\n" and "line V\n" in (src / RUNNER).read_text()
+    # the twin: the bare diff put in patches/ by hand as a mail is refused, naming the prefixes
+    text = patches[1].path.read_text().replace(f"a/{OTHER}", OTHER).replace(f"b/{OTHER}", OTHER)
+    patches[1].path.write_text(text)
+    assert_one_line_error(run_cli(root, "prepare", env=env["env"]), "without git's a/ and b/ prefixes")
