@@ -115,16 +115,25 @@ def with_ab_prefixes(text: str) -> str:
 
 def _reprefixed(lines: list[str]) -> list[str]:
     old, new = _bare_paths(lines)
-    out = [f"diff --git {_quote('a/' + old)} {_quote('b/' + new)}\n"]
+    out = [git_line(old, new)]
     in_header = True
     for line in lines[1:]:
         in_header = in_header and not line.startswith("@@")
         value = line[4:].rstrip("\r\n").rstrip("\t")
         if in_header and line.startswith(("--- ", "+++ ")) and value != "/dev/null":
-            side = "a/" + old if line.startswith("-") else "b/" + new
-            line = f"{line[:4]}{_quote(side)}{chr(9) if ' ' in side else ''}\n"
+            line = name_line(line[:3], "a/" + old if line.startswith("-") else "b/" + new)
         out.append(line)
     return out
+
+
+def git_line(old: str, new: str) -> str:
+    """The ``diff --git`` line git writes for ``old`` and ``new`` (paths without prefixes)."""
+    return f"diff --git {quote('a/' + old)} {quote('b/' + new)}\n"
+
+
+def name_line(kind: str, name: str) -> str:
+    """A ``---`` or ``+++`` line as git writes it: a name with a space ends in a tab."""
+    return f"{kind} {quote(name)}{chr(9) if ' ' in name else ''}\n"
 
 
 def _bare_paths(lines: list[str]) -> tuple[str, str]:
@@ -162,7 +171,7 @@ def _is_tail(path: str, name: str) -> bool:
     return bool(path) and name.endswith(path) and (len(name) == len(path) or name[-len(path) - 1] == "/")
 
 
-def _quote(name: str) -> str:
+def quote(name: str) -> str:
     """``name`` as git writes it: C-quoted when it holds a quote, a backslash, a control or non-ASCII byte."""
     if not re.search(r'["\\\x00-\x1f\x7f-\U0010ffff]', name):
         return name

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import git
 
-from .diffheader import sections, with_ab_prefixes
+from .diffheader import git_line, name_line, sections, unquote, with_ab_prefixes
 from .errors import UserError
 from .line import line_of
 from .series import (PATCH_DIR, am_subject, decode_utf8, name_problem, parse_patch, read_series_names, render_series,
@@ -33,7 +33,15 @@ UNSET_DROP = "unset"
 ZERO_FROM = "From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001"
 _MAIL_START = re.compile(r"^From \S+ .*\d{4}$", re.M)  # an mbox From_ line
 _GIT_DIFF = re.compile(r"^diff --git ", re.M)
-_PLAIN_FILE = re.compile(r"^--- (?P<old>\S+)[^\n]*\n\+\+\+ (?P<new>\S+)[^\n]*\n(?=@@ )", re.M)
+# a `diff -u` file header: the command line `diff -r` writes before it (or svn's Index:), names
+# C-quoted (GNU diff quotes one with a space) or up to the tab before the time stamp, then the
+# first hunk's ranges
+_NAME = r'"(?:[^"\\\n]|\\.)*"|[^\t\n]+?'
+_PLAIN_FILE = re.compile(r"^(?:(?:diff (?!--git )|Index: |={20,})[^\n]*\n)*"
+                         rf"--- (?P<old>{_NAME})(?:\t(?P<old_time>[^\n]*))?\n"
+                         rf"\+\+\+ (?P<new>{_NAME})(?:\t(?P<new_time>[^\n]*))?\n"
+                         r"(?=@@ -(?P<before>[\d,]+) \+(?P<after>[\d,]+) @@)", re.M)
+_EPOCH = re.compile(r"(1969-12-31|1970-01-01) ")  # `diff -N`'s time stamp of a file that is absent
 
 
 @dataclass(frozen=True)
@@ -123,12 +131,18 @@ def _ab_prefixed(diff: str, path: Path) -> str:
 
 
 def _git_headers(diff: str) -> str:
-    """A `diff -u` made git-style: a ``diff --git`` line before each file, paths at -p1."""
+    """A `diff -u` made git-style: a ``diff --git`` line before each file, paths at -p1, a file
+    created or deleted (``/dev/null``, or `diff -N`'s empty side stamped with the epoch) said so."""
     def header(match: re.Match) -> str:
-        old, new = (_strip_one(match["old"]), _strip_one(match["new"]))
-        name = new if new != "/dev/null" else old
-        return f"diff --git a/{name} b/{name}\n--- {'a/' + old if old != '/dev/null' else old}\n" \
-               f"+++ {'b/' + new if new != '/dev/null' else new}\n"
+        old, new = _strip_one(unquote(match["old"])), _strip_one(unquote(match["new"]))
+        created = old == "/dev/null" or match["before"] == "0,0" and _EPOCH.match(match["old_time"] or "")
+        deleted = new == "/dev/null" or match["after"] == "0,0" and _EPOCH.match(match["new_time"] or "")
+        name = old if deleted else new
+        if created:
+            return f"{git_line(name, name)}new file mode 100644\n--- /dev/null\n{name_line('+++', 'b/' + name)}"
+        if deleted:
+            return f"{git_line(name, name)}deleted file mode 100644\n{name_line('---', 'a/' + name)}+++ /dev/null\n"
+        return f"{git_line(name, name)}{name_line('---', 'a/' + name)}{name_line('+++', 'b/' + name)}"
     return _PLAIN_FILE.sub(header, diff)
 
 

@@ -71,6 +71,43 @@ def test_a_diff_u_at_p1_gets_git_headers_and_applies(env, tmp_path):
     assert (root / "build" / "src" / OTHER).read_text() == "VALUE = 7\n"
 
 
+
+def test_a_recursive_diff_u_with_spaced_new_and_deleted_files_applies_where_it_says(env, tmp_path):
+    """GNU `diff -ruN`: it quotes a name with a space, writes its command line before each file and
+    stamps the absent side of a new or deleted file with the epoch. Cut at the first space, the
+    spaced file was patched as `python/sglang/srt/new` and the new file was a change to nothing."""
+    root = make_repo(env, [])
+    spaced = "python/sglang/srt/new model.py"
+    for side in ("old", "new"):
+        for rel, text in V1.items():
+            (tmp_path / side / rel).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / side / rel).write_text(text)
+    (tmp_path / "new" / OTHER).write_text("VALUE = 8\n")
+    (tmp_path / "new" / spaced).write_text("class New:\n    pass\n")
+    (tmp_path / "new" / RUNNER).unlink()
+    made = subprocess.run(["diff", "-ruN", "old", "new"], cwd=tmp_path, capture_output=True, text=True)
+    assert made.returncode == 1 and f'--- "old/{spaced}"\t1970-01-01' in made.stdout  # the premise
+    (tmp_path / "tree.diff").write_text(made.stdout)
+    ok(run_cli(root, "import", str(tmp_path / "tree.diff"), "--split", env=env["env"]))
+    patches = read_series(root).patches
+    assert sorted(p.files for p in patches) == sorted([(RUNNER,), (spaced,), (OTHER,)])
+    assert all("diff -ruN" not in p.path.read_text() for p in patches)
+    ok(run_cli(root, "prepare", env=env["env"]))
+    src = root / "build" / "src"
+    assert (src / OTHER).read_text() == "VALUE = 8\n" and (src / spaced).read_text() == "class New:\n    pass\n"
+    assert not (src / RUNNER).exists()
+    # the twin: a file only emptied (its time stamp is not the epoch) is kept, empty
+    (tmp_path / "new" / RUNNER).write_text("")
+    (tmp_path / "new" / OTHER).write_text(V1[OTHER])
+    (tmp_path / "new" / spaced).unlink()
+    made = subprocess.run(["diff", "-ruN", "old", "new"], cwd=tmp_path, capture_output=True, text=True)
+    (tmp_path / "emptied.diff").write_text(made.stdout)
+    ok(run_cli(root, "import", str(tmp_path / "emptied.diff"), env=env["env"]))
+    emptied = read_series(root).patches[-1].path.read_text()
+    assert "deleted file mode" not in emptied and f"+++ b/{RUNNER}\n@@ -1,40 +0,0 @@" in emptied
+    env["upstream"].git.checkout("--quiet", "--detach", env["base"])
+    env["upstream"].git.apply("--check", str(read_series(root).patches[-1].path))
+
 def test_an_mbox_of_format_patches_keeps_order_subjects_and_authors(env, tmp_path):
     root = make_repo(env, [])
     repo = env["upstream"]
