@@ -93,7 +93,7 @@ def build_overlay(upstream_wheel: Path, patched_tree: Path, changed: list[str], 
                 data = overrides[member]
             if member == f"{old_info}/METADATA":
                 data = _with_version(data, new_version)
-            renamed = new_info + member[len(old_info):] if member.startswith(old_info + "/") else member
+            renamed = _under_version(member, f"{name}-{version}", f"{name}-{new_version}")
             _write(dst, renamed, data, info.date_time, info.external_attr)
             records.append((renamed, data))
         added = [m for m, data in overrides.items() if data is not None and m not in upstream_members]
@@ -107,6 +107,16 @@ def build_overlay(upstream_wheel: Path, patched_tree: Path, changed: list[str], 
     partial.replace(target)
     digest = hashlib.sha256(target.read_bytes()).hexdigest()
     return OverlayWheel(target, digest, tuple(replaced), tuple(sorted(added)), tuple(removed))
+
+
+def _under_version(member: str, old: str, new: str) -> str:
+    """``member`` moved from the upstream version's ``.dist-info``/``.data`` directory to the new
+    version's: installers find a wheel's scripts and headers only under ``{name}-{version}.data``."""
+    top, sep, rest = member.partition("/")
+    for suffix in (".dist-info", ".data"):
+        if sep and top == old + suffix:
+            return f"{new}{suffix}/{rest}"
+    return member
 
 
 def _record(records: list[tuple[str, bytes]], record_name: str) -> bytes:

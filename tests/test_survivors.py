@@ -22,6 +22,8 @@ import csv
 import hashlib
 import io
 import json
+import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
@@ -338,6 +340,29 @@ def test_the_overlay_wheels_record_matches_every_member_byte_for_byte(tmp_path):
             assert rows[member] == record_of({member: data}).decode().strip().split(",")[1:], member
         assert b"Version: 1.0.0+kimi.3\n" in whl.read(f"{info}/METADATA")
 
+
+
+def test_a_wheels_data_directory_moves_to_the_new_version_and_pip_installs_its_script(tmp_path):
+    """A wheel's scripts live under ``{name}-{version}.data/scripts/``; installers look for the
+    directory of the wheel's own version, so the overlay renames it as it renames the dist-info.
+    The twin: a top-level directory that only looks alike stays where it is."""
+    members = dict(UPSTREAM_WHEEL)
+    members["sglang-1.0.0.data/scripts/sglang-tool"] = b"#!python\nprint('tool')\n"
+    members["sglang-1.0.0.database/x.py"] = b"X = 1\n"
+    members["sglang-1.0.0.dist-info/RECORD"] = record_of(members) + b"sglang-1.0.0.dist-info/RECORD,,\n"
+    upstream = write_wheel(tmp_path / "sglang-1.0.0-py3-none-any.whl", members)
+    built = wheel.build_overlay(upstream, tmp_path / "patched", [], "1.0.0+kimi.3", tmp_path / "dist", {})
+    with zipfile.ZipFile(built.path) as whl:
+        names = whl.namelist()
+    assert "sglang-1.0.0+kimi.3.data/scripts/sglang-tool" in names and "sglang-1.0.0.database/x.py" in names
+    assert not [n for n in names if n.startswith(("sglang-1.0.0.data/", "sglang-1.0.0.dist-info/"))]
+    assert record_mismatches(built.path) == []
+    prefix = tmp_path / "prefix"
+    installed = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index",
+                                "--no-compile", "--disable-pip-version-check", "--prefix", str(prefix),
+                                str(built.path)], capture_output=True, text=True)
+    assert installed.returncode == 0, installed.stderr
+    assert (prefix / "bin" / "sglang-tool").read_text().endswith("print('tool')\n")
 
 def test_a_record_with_upstreams_hash_for_a_patched_file_is_caught(tmp_path):
     """The twin: the same overlay with the RECORD row of the patched file put back to upstream's
