@@ -58,8 +58,6 @@ def build_overlay(upstream_wheel: Path, patched_tree: Path, changed: list[str], 
     if new_version.public != version.public:
         raise UserError(f"local version {local_version} does not extend the wheel's {version}",
                         "the pin and the upstream wheel disagree; rerun `python build.py`")
-    old_info = f"{name}-{version}.dist-info"
-    new_info = f"{name}-{new_version}.dist-info"
     tag = upstream_wheel.name.removesuffix(".whl").split("-", 2)[2]
     out_dir.mkdir(parents=True, exist_ok=True)
     target = out_dir / f"{name}-{new_version}-{tag}.whl"
@@ -71,9 +69,25 @@ def build_overlay(upstream_wheel: Path, patched_tree: Path, changed: list[str], 
             source = patched_tree / repo_path
             overrides[member] = source.read_bytes() if source.exists() else None
 
+    partial = target.with_name(target.name + ".part")
+    try:
+        replaced, added, removed = _write_members(upstream_wheel, partial, overrides, f"{name}-{version}",
+                                                  new_version, f"{name}-{new_version}", provenance)
+        partial.replace(target)
+    except BaseException:  # a refused METADATA, a full disk, Ctrl-C: no half-written wheel is left
+        partial.unlink(missing_ok=True)
+        raise
+    digest = hashlib.sha256(target.read_bytes()).hexdigest()
+    return OverlayWheel(target, digest, tuple(replaced), tuple(added), tuple(removed))
+
+
+def _write_members(upstream_wheel: Path, partial: Path, overrides: dict[str, bytes | None], old: str,
+                   new_version: Version, new: str, provenance: dict) -> tuple[list[str], list[str], list[str]]:
+    """Upstream's members into ``partial`` with ``overrides`` applied and the dist-info of the new
+    version; (replaced, added, removed) members."""
+    old_info, new_info = f"{old}.dist-info", f"{new}.dist-info"
     replaced, removed = [], []
     records: list[tuple[str, bytes]] = []
-    partial = target.with_name(target.name + ".part")
     with zipfile.ZipFile(upstream_wheel) as src, \
             zipfile.ZipFile(partial, "w", compression=zipfile.ZIP_DEFLATED) as dst:
         infos = src.infolist()
@@ -93,7 +107,7 @@ def build_overlay(upstream_wheel: Path, patched_tree: Path, changed: list[str], 
                 data = overrides[member]
             if member == f"{old_info}/METADATA":
                 data = _with_version(data, new_version)
-            renamed = _under_version(member, f"{name}-{version}", f"{name}-{new_version}")
+            renamed = _under_version(member, old, new)
             _write(dst, renamed, data, info.date_time, info.external_attr)
             records.append((renamed, data))
         added = [m for m, data in overrides.items() if data is not None and m not in upstream_members]
@@ -104,9 +118,7 @@ def build_overlay(upstream_wheel: Path, patched_tree: Path, changed: list[str], 
         _write(dst, f"{new_info}/sglpatch.json", meta, timestamp, 0o644 << 16)
         records.append((f"{new_info}/sglpatch.json", meta))
         _write(dst, f"{new_info}/RECORD", _record(records, f"{new_info}/RECORD"), timestamp, 0o644 << 16)
-    partial.replace(target)
-    digest = hashlib.sha256(target.read_bytes()).hexdigest()
-    return OverlayWheel(target, digest, tuple(replaced), tuple(sorted(added)), tuple(removed))
+    return replaced, sorted(added), removed
 
 
 def _under_version(member: str, old: str, new: str) -> str:

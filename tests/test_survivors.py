@@ -28,9 +28,11 @@ import zipfile
 from pathlib import Path
 
 import git
+import pytest
 
 from helpers import make_upstream, message, patch_text, run_cli, sdist_bytes
 from sglpatch import rebase, wheel
+from sglpatch.errors import UserError
 from sglpatch.pin import read_pin
 from sglpatch.series import read_series_names
 from test_rebase import (KIMI, NEVER, OTHER, PATCHES, RUNNER, V1, V2, add_line, env,  # noqa: F401  (env: a fixture)
@@ -363,6 +365,21 @@ def test_a_wheels_data_directory_moves_to_the_new_version_and_pip_installs_its_s
                                 str(built.path)], capture_output=True, text=True)
     assert installed.returncode == 0, installed.stderr
     assert (prefix / "bin" / "sglang-tool").read_text().endswith("print('tool')\n")
+
+
+def test_a_refused_upstream_wheel_leaves_no_half_written_wheel(tmp_path):
+    """A METADATA without a Version is refused with one line; nothing is left in dist/, not even
+    the partial file. The twin: the same wheel with its Version builds."""
+    members = dict(UPSTREAM_WHEEL)
+    members["sglang-1.0.0.dist-info/METADATA"] = b"Metadata-Version: 2.1\nName: sglang\n"
+    upstream = write_wheel(tmp_path / "sglang-1.0.0-py3-none-any.whl", members)
+    with pytest.raises(UserError, match="METADATA has no Version"):
+        wheel.build_overlay(upstream, tmp_path / "patched", [], "1.0.0+kimi.3", tmp_path / "dist", {})
+    assert list((tmp_path / "dist").iterdir()) == []
+    members["sglang-1.0.0.dist-info/METADATA"] = UPSTREAM_WHEEL["sglang-1.0.0.dist-info/METADATA"]
+    upstream = write_wheel(tmp_path / "sglang-1.0.0-py3-none-any.whl", members)
+    built = wheel.build_overlay(upstream, tmp_path / "patched", [], "1.0.0+kimi.3", tmp_path / "dist", {})
+    assert list((tmp_path / "dist").iterdir()) == [built.path]
 
 def test_a_record_with_upstreams_hash_for_a_patched_file_is_caught(tmp_path):
     """The twin: the same overlay with the RECORD row of the patched file put back to upstream's
