@@ -31,6 +31,7 @@ class ClassIndex(Wrappers):
         self._getattr_paths: dict[tuple, list] = {}
         self._loader_set: dict[str, str] | None = None
         self._method_defs: dict[tuple, tuple] = {}
+        self._lookups: dict[tuple, Lookup] = {}
 
     @property
     def loader_set(self) -> dict[str, str]:
@@ -123,6 +124,13 @@ class ClassIndex(Wrappers):
     # ------------------------------------------------------------ members
 
     def lookup(self, ref: ClassRef, member: str, *, on_class: bool = False, _depth: int = 0) -> Lookup:
+        """Where ``member`` of ``ref`` comes from; asked again for every access of every model, so kept."""
+        key = (ref, member, on_class, _depth)
+        if key not in self._lookups:
+            self._lookups[key] = self._find(ref, member, on_class, _depth)
+        return self._lookups[key]
+
+    def _find(self, ref: ClassRef, member: str, on_class: bool, _depth: int) -> Lookup:
         unknown = []
         for c in self.mro(ref):
             if isinstance(c, External):

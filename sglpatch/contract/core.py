@@ -156,7 +156,7 @@ class Analysis:
         mods = self.tree.package_modules("sglang.srt.models")
         entry = entry_class_names(mods)
         if prefilter:
-            mods = wrapper_candidates(mods)
+            mods = wrapper_candidates(mods, lambda m: self.tree.memo("classes/", m, class_facts))
         # the model modules they import (inner models, bases) are needed too: outline all at once
         deps = []
         for m in mods:
@@ -202,25 +202,18 @@ def entry_class_names(mods) -> set[str]:
     return names
 
 
-def wrapper_candidates(mods) -> list:
+def wrapper_candidates(mods, facts=None) -> list:
     """Model modules that can define a wrapper, judged from their text (a cheap superset).
 
     Per class: a language model assigns ``self.logits_processor`` (or inherits from one); a class
     is wrapper-like when its body constructs a language model or a wrapper-like class, assigns a
     runtime-chosen ``self.language_model``/``self.llm``, defines ``__getattr__``, or inherits from
     a wrapper-like class. Other modules are parsed only when a candidate needs them (bases, inner
-    classes). The release sweep checks this finds the same wrappers as a full parse.
+    classes). The release sweep checks this finds the same wrappers as a full parse. ``facts``:
+    how to get a module's :func:`class_facts` (the tree's cache, or from its text each time).
     """
-    info = []  # (module, class, bases, sets_logits, constructed names, dynamic)
-    for m in mods:
-        t = m.source
-        found = list(_CLASS_LINE.finditer(t))
-        for cur, nxt in zip(found, found[1:] + [None]):
-            body = t[cur.end(): nxt.start() if nxt else len(t)]
-            bases = {b.strip().rpartition(".")[2].split("[")[0] for b in (cur.group(2) or "").split(",")}
-            info.append((m, cur.group(1), bases - {""}, bool(_SETS_LOGITS.search(body)),
-                         set(_CTOR_CALL.findall(body)),
-                         bool(_DYNAMIC_INNER.search(body)) or "def __getattr__" in body))
+    facts = facts or class_facts
+    info = [(m, *fact) for m in mods for fact in facts(m)]
     lm = {c for _, c, _, sets, _, _ in info if sets}
     wrap = {c for _, c, _, _, _, dyn in info if dyn}
     changed = True
@@ -237,6 +230,21 @@ def wrapper_candidates(mods) -> list:
     for m, c, *_ in info:
         if c in wrap and m not in out:
             out.append(m)
+    return out
+
+
+def class_facts(mod) -> list[tuple[str, frozenset, bool, frozenset, bool]]:
+    """(class, base names, sets the logits processor, names it calls capitalised, holds a
+    runtime-chosen inner model or forwards with ``__getattr__``) for each class of ``mod``'s text."""
+    t = mod.source
+    found = list(_CLASS_LINE.finditer(t))
+    out = []
+    for cur, nxt in zip(found, found[1:] + [None]):
+        start, end = cur.end(), nxt.start() if nxt else len(t)
+        bases = {b.strip().rpartition(".")[2].split("[")[0] for b in (cur.group(2) or "").split(",")}
+        out.append((cur.group(1), frozenset(bases - {""}), bool(_SETS_LOGITS.search(t, start, end)),
+                    frozenset(_CTOR_CALL.findall(t, start, end)),
+                    bool(_DYNAMIC_INNER.search(t, start, end)) or t.find("def __getattr__", start, end) >= 0))
     return out
 
 

@@ -29,17 +29,29 @@ OUTLINE_VERSION = 11
 class Module:
     """A parsed module: its source, AST (lazily) and outline."""
 
-    def __init__(self, tree: "SourceTree", name: str, path: Path, is_package: bool):
+    def __init__(self, tree: "SourceTree", name: str, path: Path | str, is_package: bool):
         self.tree = tree
         self.name = name
-        self.path = path
+        self._path = path  # a str from a directory listing: a Path only when asked (thousands are listed)
         self.is_package = is_package
-        self.relpath = os.path.relpath(str(path), str(tree.root)).replace(os.sep, "/")
+        self._relpath: str | None = None
         self._ast: ast.Module | None = None
         self._outline: ModuleOutline | None = None
         self._source: str | None = None
         self._lines: list[str] | None = None
         self._segments: dict[tuple[int, int], ast.AST | None] = {}
+
+    @property
+    def path(self) -> Path:
+        if not isinstance(self._path, Path):
+            self._path = Path(self._path)
+        return self._path
+
+    @property
+    def relpath(self) -> str:
+        if self._relpath is None:
+            self._relpath = os.path.relpath(str(self._path), str(self.tree.root)).replace(os.sep, "/")
+        return self._relpath
 
     @property
     def package(self) -> str:
@@ -48,8 +60,12 @@ class Module:
     @property
     def source(self) -> str:
         if self._source is None:
-            self._source = self.path.read_bytes().decode("utf-8", errors="replace")
+            self._source = self.read_bytes().decode("utf-8", errors="replace")
         return self._source
+
+    def read_bytes(self) -> bytes:
+        with open(self._path, "rb") as fh:
+            return fh.read()
 
     @property
     def ast(self) -> ast.Module:
@@ -171,7 +187,7 @@ class SourceTree:
                 if name in self._modules:
                     m = self._modules[name]
                 else:
-                    m = Module(self, name, Path(dirpath, f), f == "__init__.py")
+                    m = Module(self, name, os.path.join(dirpath, f), f == "__init__.py")
                     self._modules[name] = m
                 if m is not None:
                     mods.append(m)
@@ -298,19 +314,22 @@ class SourceTree:
     # ------------------------------------------------------------ outline cache
 
     def _outline_for(self, mod: Module) -> ModuleOutline:
+        return self.memo("", mod, build_outline)
+
+    def memo(self, kind: str, mod: Module, compute):
+        """``compute(mod)``, kept in the outline cache under the module's content (``kind``
+        names what is kept; "" is the outline)."""
         cache = self._load_outline_cache()
-        data = mod.path.read_bytes()
-        digest = hashlib.sha1(data).hexdigest()
-        key = f"{mod.name}:{digest}"
+        key = f"{mod.name}:{hashlib.sha1(mod.read_bytes()).hexdigest()}"
         self._current[mod.name] = key
-        hit = cache.get(key) if cache is not None else None
+        hit = cache.get(kind + key) if cache is not None else None
         if hit is not None:
             return hit
-        outline = build_outline(mod)
+        value = compute(mod)
         if cache is not None:
-            cache[key] = outline
+            cache[kind + key] = value
             self._outline_cache_dirty = True
-        return outline
+        return value
 
     def _load_outline_cache(self) -> dict | None:
         if self._cache_path is None:
@@ -330,8 +349,7 @@ class SourceTree:
         if self._cache_path is None or not self._outline_cache_dirty:
             return
         # drop outlines of earlier versions of the files seen in this run (edited work trees)
-        for key in [k for k in self._outline_cache
-                    if k.partition(":")[0] in self._current and k != self._current[k.partition(":")[0]]]:
+        for key in [k for k in self._outline_cache if _stale(k, self._current)]:
             del self._outline_cache[key]
         try:
             self._cache_path.parent.mkdir(parents=True, exist_ok=True)
@@ -350,7 +368,7 @@ class SourceTree:
         for m in modules:
             if m._outline is not None:
                 continue
-            data = m.path.read_bytes()
+            data = m.read_bytes()
             key = f"{m.name}:{hashlib.sha1(data).hexdigest()}"
             self._current[m.name] = key
             if cache is not None and key in cache:
@@ -380,6 +398,13 @@ class SourceTree:
                     cache[key] = m._outline
         if cache is not None:
             self._outline_cache_dirty = True
+
+
+def _stale(key: str, current: dict[str, str]) -> bool:
+    """A cache entry (``[kind/]module:digest``) for an earlier content of a module seen this run."""
+    name_key = key.rpartition("/")[2]
+    name = name_key.partition(":")[0]
+    return name in current and name_key != current[name]
 
 
 def _outline_job(jobs) -> dict[str, ModuleOutline]:
