@@ -179,3 +179,25 @@ def quote(name: str) -> str:
     body = "".join(escapes.get(c, c) if c.isascii() and (c in escapes or c.isprintable())
                    else "".join(f"\\{b:03o}" for b in c.encode("utf-8", "surrogateescape")) for c in name)
     return f'"{body}"'
+
+
+def renamed_header(section: str, renamed: dict[str, str]) -> str:
+    """One file's section with each name in its header that ``renamed`` maps (old -> new path)
+    replaced, as git would write it; hunks and every other line as they are."""
+    lines = section.splitlines(keepends=True)
+    paths = git_line_paths(lines[0])
+    if paths is None or not any(p in renamed for p in paths):
+        return section
+    out = [git_line(*(renamed.get(p, p) for p in paths))]
+    for i, line in enumerate(lines[1:], 1):
+        if line.startswith("@@"):
+            return "".join(out + lines[i:])
+        found = _HEADER.match(line.rstrip("\r\n"))
+        if found:
+            kind, value = found.group(1), unquote(found.group(2).rstrip("\t"))
+            prefix = {"---": "a/", "+++": "b/"}.get(kind, "")
+            name = value[len(prefix):] if value.startswith(prefix) and value != "/dev/null" else None
+            if name in renamed:
+                line = name_line(kind, prefix + renamed[name]) if prefix else f"{kind} {quote(renamed[name])}\n"
+        out.append(line)
+    return "".join(out)

@@ -26,7 +26,7 @@ from pathlib import Path
 import git
 
 from .contract.suspect import Suspect, added_lines, find_suspects
-from .diffheader import git_line_paths, sections
+from .diffheader import git_line_paths, renamed_header, sections
 from .gitenv import git_env
 from .snapshot import as_stdin
 
@@ -80,17 +80,17 @@ class Moves:
         return cls(renamed, frozenset(deleted))
 
     def follow(self, patch_text: str) -> tuple[str, dict[str, str]]:
-        """The patch with every path upstream renamed carried to its new name; and what moved."""
-        moved = {}
-        out = []
-        for line in patch_text.splitlines(keepends=True):
-            paths = git_line_paths(line)
-            if paths and paths[0] in self.renamed:
-                moved[paths[0]] = self.renamed[paths[0]]
-            if moved and line.startswith(("diff --git ", "--- a/", "+++ b/")):
-                for old, new in moved.items():
-                    line = line.replace(f"a/{old}", f"a/{new}").replace(f"b/{old}", f"b/{new}")
-            out.append(line)
+        """The patch with every path upstream renamed carried to its new name; and what moved.
+
+        Only the names in each file's header change, whole names only (a file whose name merely
+        starts like a moved one, ``x.py`` and ``x.pyi``, stays), however git quoted them."""
+        found = sections(patch_text)
+        moved = {s.old: self.renamed[s.old] for s in found if s.old in self.renamed}
+        if not moved:
+            return patch_text, moved
+        out = [patch_text[:found[0].start]]
+        for s in found:
+            out.append(renamed_header(patch_text[s.start:s.end], moved))
         return "".join(out), moved
 
 

@@ -11,6 +11,7 @@ import pytest
 
 from helpers import AUTHOR_ENV
 from sglpatch.diffheader import git_line_paths, sections, unprefixed_lines, unquote, with_ab_prefixes
+from sglpatch.hunks import Moves
 
 BODY = "".join(f"line {i} of a file long enough for git to find it moved\n" for i in range(30))
 # path in the base commit -> path in the head commit (None: deleted; a new file has no base path)
@@ -147,3 +148,34 @@ def test_unquote_reads_git_c_quoting_and_leaves_plain_names():
     assert unquote('"q\\"uote"') == 'q"uote'
     assert unquote("plain name") == "plain name"
     assert unquote('"') == '"' and unquote('"half') == '"half'
+
+
+def test_a_patch_follows_upstreams_renames_by_whole_names_however_quoted(tmp_path):
+    """`rebase` carries a patch to the paths upstream moved its files to: the result is the diff git
+    writes for the same edits on the moved files. A file whose name only starts like a moved one
+    (``x.py`` and ``x.pyi``, ``data/x.py`` holding ``a/x.py``) stays where it is."""
+    renamed = {"python/x.py": "python/pkg/x.py", UTF8: "moved/" + UTF8, "old dir/s p.py": "new dir/s p.py"}
+    stay = ["python/x.pyi", "data/python/x.py"]
+    before = {**{old: f"{old} 1\n" for old in renamed}, **{p: f"{p} 1\n" for p in stay}}
+
+    def edited_diff(paths: dict[str, str]) -> str:
+        repo = git.Repo.init(tmp_path / str(len(list(tmp_path.iterdir()))))
+        root = Path(repo.working_tree_dir)
+        for old, text in before.items():
+            (root / paths.get(old, old)).parent.mkdir(parents=True, exist_ok=True)
+            (root / paths.get(old, old)).write_text(text)
+        _commit(repo, "base")
+        for old, text in before.items():
+            (root / paths.get(old, old)).write_text(text.replace(" 1", " 2"))
+        return repo.git.diff(strip_newline_in_stdout=False)
+
+    original, expected = edited_diff({}), edited_diff(renamed)
+    followed, moved = Moves(renamed, frozenset()).follow(original)
+
+    def by_file(text: str) -> list[str]:  # git orders the sections by the new names
+        return sorted(text[s.start:s.end] for s in sections(text))
+
+    assert followed != original and by_file(followed) == by_file(expected)
+    assert moved == renamed
+    # the twin: nothing upstream moved leaves the patch byte-identical
+    assert Moves({"python/elsewhere.py": "python/x.py"}, frozenset()).follow(original) == (original, {})
