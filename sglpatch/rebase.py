@@ -31,6 +31,7 @@ from . import checks, hunks, source
 from .build import prepare_tree, say
 from .changelog import CHANGELOG, with_entry
 from .errors import UserError
+from .diffheader import sections
 from .gitenv import git_env, raise_if_killed
 from .line import Line, line_of
 from .lock import line_lock
@@ -485,14 +486,8 @@ def drop_reason(patch: PatchEntry, version: str, pristine: Path) -> str | None:
 def _moved_hunks(old: str, new: str) -> str:
     """Which hunks now start at other lines: 'path: -120 -> -134, ...'."""
     def hunks(text):
-        out, current = [], None
-        for line in text.splitlines():
-            if line.startswith("diff --git "):
-                current = line.rsplit(" b/", 1)[-1]
-            m = _HUNK.match(line)
-            if m and current:
-                out.append((current, int(m.group(1))))
-        return out
+        return [(s.path, int(m.group(1))) for s in sections(text)
+                for m in map(_HUNK.match, text[s.start:s.end].splitlines()) if m]
     before, after = hunks(old), hunks(new)
     if len(before) != len(after):
         return f"hunks changed: {len(before)} before, {len(after)} now"
@@ -501,8 +496,12 @@ def _moved_hunks(old: str, new: str) -> str:
 
 
 def _has_conflict_markers(queue: PatchQueue) -> list[str]:
-    unmerged = queue.repo.git.diff("--name-only", "--diff-filter=U").split()
-    files = set(unmerged) | {i.a_path for i in queue.repo.index.diff(None)}
+    """The files that differ from HEAD (staged with `git add` or not, or unmerged) and still hold a
+    conflict marker; names as they are (``-z``: spaces, never C-quoted)."""
+    with queue.repo.git.custom_environment(**git_env()):
+        listed = queue.repo.git.diff("--name-only", "-z", "HEAD", "--") + "\0" + \
+            queue.repo.git.diff("--name-only", "-z", "--diff-filter=U")
+    files = {f for f in listed.split("\0") if f}
     return sorted(f for f in files if (queue.path / f).is_file()
                   and re.search(r"^(<<<<<<<|>>>>>>>) ", (queue.path / f).read_text(errors="replace"), re.M))
 

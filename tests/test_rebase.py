@@ -155,6 +155,41 @@ def test_conflict_stops_with_markers_then_continue(env):
     assert not (root / "build" / "rebase").exists()
 
 
+
+def test_markers_staged_with_git_add_still_stop_continue(env):
+    """`git add` is how git marks a conflict resolved; a file added with its markers still in must
+    not reach the series (it did: the patch file was written with <<<<<<< in it). The twin: the
+    same file resolved, then added, continues."""
+    root = make_repo(env, ["clean", "conflict"])
+    assert run_cli(root, "rebase", "--onto", "1.1.0", env=env["env"]).returncode == 1
+    work = git.Repo(root / "build" / "src")
+    work.git.add(RUNNER)
+    assert_one_line_error(run_cli(root, "rebase", "--continue", env=env["env"]),
+                          f"conflict markers remain in {RUNNER}")
+    assert "<<<<<<<" not in (root / "patches" / "0002-conflict.patch").read_text()
+    (root / "build" / "src" / RUNNER).write_text(V2[RUNNER].replace("line 10 upstream\n", "line ten upstream\n"))
+    work.git.add(RUNNER)
+    assert run_cli(root, "rebase", "--continue", env=env["env"]).returncode == 0
+    assert "+line ten upstream" in (root / "patches" / "0002-conflict.patch").read_text()
+
+
+def test_conflict_markers_are_found_in_files_with_spaces_and_quoted_names(tmp_path):
+    """A real three-way conflict in files git must quote or that hold spaces; `--name-only` split at
+    whitespace lost them. The twin: once resolved, nothing is reported."""
+    repo, base = make_upstream(tmp_path / "r", {"a b/c d.py": "x = 1\n", "caf\u00e9.py": "y = 1\n"})
+    commit_files(repo, {"a b/c d.py": "x = 2\n", "caf\u00e9.py": "y = 2\n"}, "ours")
+    repo.git.checkout("--quiet", "-b", "theirs", base)
+    commit_files(repo, {"a b/c d.py": "x = 3\n", "caf\u00e9.py": "y = 3\n"}, "theirs")
+    with pytest.raises(git.GitCommandError):
+        repo.git.merge("--quiet", "master" if "master" in repo.heads else "main")
+    queue = PatchQueue(tmp_path, work_tree=Path(repo.working_tree_dir))
+    assert rebase._has_conflict_markers(queue) == ["a b/c d.py", "caf\u00e9.py"]
+    repo.git.add("--all")  # staged with the markers in: still found
+    assert rebase._has_conflict_markers(queue) == ["a b/c d.py", "caf\u00e9.py"]
+    for name in ("a b/c d.py", "caf\u00e9.py"):
+        (queue.path / name).write_text("resolved = True\n")
+    assert rebase._has_conflict_markers(queue) == []
+
 def test_skip_drops_the_conflicting_patch(env):
     root = make_repo(env, ["conflict", "clean"])
     assert run_cli(root, "rebase", "--onto", "1.1.0", env=env["env"]).returncode == 1
