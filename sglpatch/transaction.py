@@ -503,12 +503,13 @@ def _replay_edits(repo: git.Repo, before: State, after: State, current: State) -
         base = repo.git.commit_tree(before.worktree_tree, "-m", "sglpatch: before")
         ours = repo.git.commit_tree(after.worktree_tree, "-p", base, "-m", "sglpatch: after")
         theirs = repo.git.commit_tree(current.worktree_tree, "-p", base, "-m", "sglpatch: edited")
-        status, out, err = repo.git.merge_tree("--write-tree", "--name-only", ours, theirs,
+        status, out, err = repo.git.merge_tree("--write-tree", "-z", "--name-only", ours, theirs,
                                                with_extended_output=True, with_exceptions=False)
         if status not in (0, 1):
             raise git.GitCommandError(["git", "merge-tree"], status, err)
-        tree, _, rest = out.partition("\n")
-        conflicted = sorted(set(rest.partition("\n\n")[0].split())) if status else []
+        # -z: "TREE\0NAME\0NAME\0\0messages", names as they are (spaces, never C-quoted)
+        tree, _, rest = out.partition("\0")
+        conflicted = sorted({f for f in rest.partition("\0\0")[0].split("\0") if f}) if status else []
         if tree == after.worktree_tree:
             return after.worktree, tree, conflicted
         return repo.git.commit_tree(tree, "-p", after.head, "-m", "sglpatch: work tree"), tree, conflicted

@@ -14,9 +14,11 @@ from pathlib import Path
 import git
 import pytest
 
-from helpers import REPO_ROOT, assert_one_line_error, run_cli
+from helpers import REPO_ROOT, assert_one_line_error, commit_files, make_upstream, run_cli
 from sglpatch import rebase
 from sglpatch.lock import line_lock
+from sglpatch.snapshot import State
+from sglpatch.transaction import _replay_edits
 from test_rebase import RUNNER, V2, env, make_repo, snapshot  # noqa: F401  (env is a fixture)
 
 KIMI = "python/sglang/srt/models/kimi_k25.py"
@@ -405,6 +407,22 @@ def test_work_tree_edits_that_conflict_with_a_killed_undo_keep_both_sides_and_un
     ok(run_cli(root, "undo", env=env["env"]))
     assert (work(root) / RUNNER).read_text() == "rewritten by hand after the kill\n"
 
+
+
+def test_the_files_a_replay_leaves_with_markers_are_named_whole(tmp_path):
+    """The roll-forward's three-way merge names the files it leaves with conflict markers: a name
+    with a space came out as two words and a non-ASCII one C-quoted. The twin: edits that do not
+    overlap the command's leave no file named."""
+    repo, base = make_upstream(tmp_path / "r", {"a b/c d.py": "x = 1\n", "caf\u00e9.py": "y = 1\n", "k.py": "k\n"})
+
+    def state(commit: str) -> State:
+        return State(head=commit, worktree=commit, worktree_tree=repo.commit(commit).tree.hexsha)
+
+    after = commit_files(repo, {"a b/c d.py": "x = 2\n", "caf\u00e9.py": "y = 2\n"}, "the command")
+    edited = commit_files(repo, {"a b/c d.py": "x = 3\n", "caf\u00e9.py": "y = 3\n"}, "edits since")
+    assert _replay_edits(repo, state(base), state(after), state(edited))[2] == ["a b/c d.py", "caf\u00e9.py"]
+    apart = commit_files(repo, {"a b/c d.py": "x = 2\n", "caf\u00e9.py": "y = 2\n", "k.py": "mine\n"}, "apart")
+    assert _replay_edits(repo, state(base), state(after), state(apart))[2] == []
 
 # ---------------------------------------------------------------- found by a bad-input probe
 
