@@ -18,7 +18,7 @@ from .diffheader import sections
 from .errors import UserError
 from .gitenv import git_env, raise_if_killed
 from .series import (PATCH_DIR, Series, commit_matches_patch, message_break, parse_patch, read_series,
-                     read_series_names, render_series, series_path)
+                     read_series_names, refuse_conflict_markers, render_series, series_path)
 from .snapshot import BASE_REF
 from .line import line_of
 from .transaction import WORK_TREE, checked_repo, transaction
@@ -319,6 +319,7 @@ class PatchQueue:
         path = self.root / PATCH_DIR / name
         _refuse_message_break(commit.message, name, f"indent it (`git -C {self.path} commit --amend`), then rerun")
         text = self.format_patch(commit)
+        refuse_conflict_markers(text, name, f"resolve them in {self.path}, then rerun")
         if not path.exists() or path.read_bytes() != text.encode():
             tx.write(path, text)
         self._mark_synced(name, commit.hexsha)

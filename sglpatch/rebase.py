@@ -38,8 +38,8 @@ from .lock import line_lock
 from .pin import PIN_FILE, Artifact, read_pin, render_pin, validate_version
 from .queue import BASE_REF, BRANCH, PatchQueue, format_patch, git_says
 from .hunks import Moves
-from .series import (PATCH_DIR, PatchEntry, commit_matches_patch, parse_patch, read_series, render_series,
-                     series_path)
+from .series import (PATCH_DIR, PatchEntry, commit_matches_patch, parse_patch, read_series, refuse_conflict_markers,
+                     render_series, series_path)
 from .snapshot import read_gitlink
 from .transaction import boundary, rebase_in_progress, resumed, transaction
 
@@ -537,7 +537,10 @@ def _finish(root: Path, queue: PatchQueue, state: State, tx) -> dict:
                         f"({len(chain)} commits above SGLang {state.onto}, {len(kept)} patches kept)",
                         "`rebase --abort` returns to the state before the rebase")
     for step in kept:
-        tx.write(root / PATCH_DIR / step["name"], format_patch(queue.repo, step["commit"]))
+        text = format_patch(queue.repo, step["commit"])
+        refuse_conflict_markers(text, step["name"], "`rebase --abort` returns to the state before the rebase; "
+                                "rerun it and resolve in the work tree before `rebase --continue`")
+        tx.write(root / PATCH_DIR / step["name"], text)
     for verdict in dropped:
         if (root / PATCH_DIR / verdict.name).exists():
             tx.delete(root / PATCH_DIR / verdict.name)

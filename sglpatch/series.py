@@ -252,6 +252,17 @@ def am_subject(subject: str) -> str:
         subject = stripped
 
 
+_CONFLICT_MARKER = re.compile(r"^\+(<<<<<<<|>>>>>>>)(?: |$)", re.M)
+
+
+def refuse_conflict_markers(text: str, name: str, hint: str) -> None:
+    """Refuse to write the patch ``name`` when its diff adds a line git writes around a conflict
+    (``<<<<<<< ours``, ``>>>>>>> theirs``): an unresolved merge must not reach the series."""
+    marked = [s.path for s in sections(text) if _CONFLICT_MARKER.search(text, s.start, s.end)]
+    if marked:
+        raise UserError(f"{name} would add conflict markers to {', '.join(marked)}", hint)
+
+
 def message_break(message: str) -> int | None:
     """The 1-based line of a commit message at which `git am` would take the diff to begin
     (git mailinfo's patchbreak: ``diff -``, ``Index: ``, ``--- NAME`` or a ``---`` line), so a

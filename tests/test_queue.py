@@ -125,6 +125,29 @@ def test_new_and_refresh_turn_edits_into_patch_files(project):
     assert queue.repo.head.commit.tree.hexsha == tree
 
 
+
+def test_edits_holding_conflict_markers_never_reach_a_patch_file(project):
+    """A work tree left with markers (a replayed edit, a merge by hand) is refused by `refresh`
+    and `new`, naming the file; the patch files, the commits and the edits stay as they were. The
+    twin: a marker-like line that is no marker (no space after it, `=======` alone) is an edit like
+    any other."""
+    root, queue = project
+    queue.push(all=True)
+    head = queue.repo.head.commit.hexsha
+    before = {p.name: p.read_bytes() for p in (root / "patches").iterdir()}
+    marked = "class KimiK25:\n<<<<<<< ours\n    x = 1\n=======\n    x = 2\n>>>>>>> theirs\n"
+    (queue.path / KIMI).write_text(marked)
+    with pytest.raises(UserError) as refresh:
+        queue.refresh()
+    assert refresh.value.what == f"0002-kimi.patch would add conflict markers to {KIMI}"
+    assert refresh.value.hint == f"resolve them in {queue.path}, then rerun"
+    with pytest.raises(UserError, match="0003-x.patch would add conflict markers"):
+        queue.new("0003-x", "x\n")
+    assert {p.name: p.read_bytes() for p in (root / "patches").iterdir()} == before
+    assert queue.repo.head.commit.hexsha == head and (queue.path / KIMI).read_text() == marked
+    (queue.path / KIMI).write_text("class KimiK25:\n<<<<<<<<\n=======\n    x = 2\n")
+    assert "+<<<<<<<<" in queue.new("0003-x", "x\n").read_text()
+
 def test_new_patch_goes_right_above_the_top_applied_patch(project):
     root, queue = project
     queue.push()

@@ -173,6 +173,24 @@ def test_markers_staged_with_git_add_still_stop_continue(env):
     assert "+line ten upstream" in (root / "patches" / "0002-conflict.patch").read_text()
 
 
+
+def test_markers_committed_by_hand_never_reach_the_series(env):
+    """A maintainer who finishes the stopped `git am` by hand with the markers in leaves no
+    conflict for `--continue` to see, but the patch it would write adds them: refused, the series
+    as it was, and `--abort` returns exactly to the state before. (The twin, a resolution that
+    continues, is the staged-markers test above.)"""
+    root = make_repo(env, ["clean", "conflict"])
+    before = snapshot(root)
+    assert run_cli(root, "rebase", "--onto", "1.1.0", env=env["env"]).returncode == 1
+    work = git.Repo(root / "build" / "src")
+    work.git.add(RUNNER)
+    work.git.am("--continue")
+    assert_one_line_error(run_cli(root, "rebase", "--continue", env=env["env"]),
+                          f"0002-conflict.patch would add conflict markers to {RUNNER}", "rebase --abort")
+    assert snapshot(root) == before
+    assert run_cli(root, "rebase", "--abort", env=env["env"]).returncode == 0
+    assert snapshot(root) == before and read_pin(root).version == "1.0.0"
+
 def test_conflict_markers_are_found_in_files_with_spaces_and_quoted_names(tmp_path):
     """A real three-way conflict in files git must quote or that hold spaces; `--name-only` split at
     whitespace lost them. The twin: once resolved, nothing is reported."""
