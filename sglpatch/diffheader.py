@@ -3,8 +3,9 @@
 A path may hold spaces, even " b/" (``diff --git a/x b/y.txt b/x b/y.txt``), and git C-quotes a
 path with unusual bytes (``diff --git "a/caf\\303\\251.txt" "b/caf\\303\\251.txt"``, ``--- a/x y\\t``
 for a name with a space). Splitting the ``diff --git`` line at whitespace loses such files, and
-with them their hunks. A section's paths come from its ``rename``/``copy`` lines, then its
-``---``/``+++`` lines, and only then from the ``diff --git`` line, split where its two halves agree.
+with them their hunks. A section's paths come from its ``rename``/``copy`` lines, else from the
+``diff --git`` line, split where its two halves agree; a created or deleted file has no old or new
+path (its ``new file mode``/``deleted file mode`` line, or ``/dev/null``).
 
 Only git's default ``a/`` and ``b/`` prefixes are read (`git am` strips one leading directory);
 :func:`with_ab_prefixes` rewrites a diff made with others (``--no-prefix``, ``diff.mnemonicPrefix``'s
@@ -18,6 +19,7 @@ import re
 from dataclasses import dataclass
 
 _SECTION = re.compile(r"^diff --git ", re.M)
+_FROM_TO = re.compile(r"^(?:rename|copy) (from|to) (.*)$")
 _HEADER = re.compile(r"^(rename from|rename to|copy from|copy to|---|\+\+\+) (.*)$")
 
 
@@ -76,20 +78,13 @@ def sections(text: str) -> list[Section]:
         for line in lines[1:]:
             if line.startswith("@@"):
                 break  # the header ends at the first hunk
-            if line.startswith(("new file mode ", "deleted file mode ")):  # an empty file has no ---/+++
-                old, new = (None, new) if line[0] == "n" else (old, None)
-            found = _HEADER.match(line)
-            if not found:
-                continue
-            kind, value = found.group(1), unquote(found.group(2).rstrip("\t"))
-            if kind in ("rename from", "copy from"):
-                old = value
-            elif kind in ("rename to", "copy to"):
-                new = value
-            elif value == "/dev/null":
-                old, new = (None, new) if kind == "---" else (old, None)
-            elif value[:2] == ("a/" if kind == "---" else "b/"):
-                old, new = (value[2:], new) if kind == "---" else (old, value[2:])
+            moved = _FROM_TO.match(line)
+            if moved:  # a rename or copy: its diff --git line cannot say where " b/" splits it
+                old, new = (unquote(moved[2]), new) if moved[1] == "from" else (old, unquote(moved[2]))
+            elif line.startswith(("new file mode ", "--- /dev/null")):
+                old = None
+            elif line.startswith(("deleted file mode ", "+++ /dev/null")):
+                new = None
         out.append(Section(old, new, start, end))
     return out
 
@@ -196,7 +191,7 @@ def renamed_header(section: str, renamed: dict[str, str]) -> str:
         if found:
             kind, value = found.group(1), unquote(found.group(2).rstrip("\t"))
             prefix = {"---": "a/", "+++": "b/"}.get(kind, "")
-            name = value[len(prefix):] if value.startswith(prefix) and value != "/dev/null" else None
+            name = value[len(prefix):] if value.startswith(prefix) else None  # never /dev/null
             if name in renamed:
                 line = name_line(kind, prefix + renamed[name]) if prefix else f"{kind} {quote(renamed[name])}\n"
         out.append(line)

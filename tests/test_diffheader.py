@@ -10,24 +10,35 @@ import git
 import pytest
 
 from helpers import AUTHOR_ENV
-from sglpatch.diffheader import git_line_paths, sections, unprefixed_lines, unquote, with_ab_prefixes
+from sglpatch.diffheader import (git_line_paths, quote, renamed_header, sections, unprefixed_lines, unquote,
+                                 with_ab_prefixes)
 from sglpatch.hunks import Moves
 
 BODY = "".join(f"line {i} of a file long enough for git to find it moved\n" for i in range(30))
 # path in the base commit -> path in the head commit (None: deleted; a new file has no base path)
 SPACED, UTF8, TAB, QUOTE = "dir one/a b/c.txt", "caf\u00e9.txt", "t\tab.txt", 'q"uote.txt'
+# a trailing space, a trailing X (what a stripped-too-much name loses), a backslash, a newline, a
+# Latin-1 byte that is no UTF-8 (git quotes it as \351; Python holds it as a lone surrogate)
+ODD = ["sp end ", "PREFIX", "back\\slash.txt", "new\nline.txt", "lat\udce9.txt"]
 EXPECTED = [  # (old, new) of each section, in git's order
+    ("PREFIX", "PREFIX"),
+    ("back\\slash.txt", "back\\slash.txt"),
     ("bin.dat", "bin.dat"),
     (UTF8, UTF8),
     ("copied from.txt", "copied to.txt"),
     (SPACED, SPACED),
     (None, "empty new.txt"),
     ("gone.txt", None),
+    ("lat\udce9.txt", "lat\udce9.txt"),
+    ("k.txt", "m b/n.txt"),  # a copy whose diff --git line splits at the wrong " b/"
     ("mode only.sh", "mode only.sh"),
+    ("new\nline.txt", "new\nline.txt"),
     (None, "new file.txt"),
     (QUOTE, QUOTE),
     ("old name.txt", "renamed name.txt"),  # git orders a rename by its new name
+    ("sp end ", "sp end "),
     (TAB, TAB),
+    ("plain.txt", "z b/q.txt"),  # a rename whose diff --git line splits at the wrong " b/"
 ]
 
 
@@ -44,7 +55,8 @@ def odd_repo(tmp_path_factory) -> git.Repo:
     root = tmp_path_factory.mktemp("odd")
     repo = git.Repo.init(root)
     files = {SPACED: "1\n", UTF8: "x\n", TAB: "t\n", QUOTE: "q\n", "gone.txt": "bye\n", "mode only.sh": "#!/bin/sh\n",
-             "old name.txt": BODY, "copied from.txt": BODY.upper(), "bin.dat": None}
+             "old name.txt": BODY, "copied from.txt": BODY.upper(), "bin.dat": None, **{n: f"{n!r}\n" for n in ODD},
+             "plain.txt": BODY.replace("line", "row"), "k.txt": BODY.replace("line", "entry")}
     for rel, text in files.items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         if text is None:
@@ -53,11 +65,15 @@ def odd_repo(tmp_path_factory) -> git.Repo:
             (root / rel).write_text(text)
     _commit(repo, "base")
     for rel, text in {SPACED: "2\n", UTF8: "y\n", TAB: "u\n", QUOTE: "r\n", "new file.txt": "n\n",
-                      "empty new.txt": "", "copied to.txt": BODY.upper()}.items():
+                      "empty new.txt": "", "copied to.txt": BODY.upper(), **{n: f"{n!r} 2\n" for n in ODD},
+                      "m b/n.txt": BODY.replace("line", "entry")}.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(text)
     (root / "bin.dat").write_bytes(bytes(reversed(range(256))))
     (root / "gone.txt").unlink()
     (root / "old name.txt").rename(root / "renamed name.txt")
+    (root / "z b").mkdir()
+    (root / "plain.txt").rename(root / "z b" / "q.txt")  # "diff --git a/plain.txt b/z b/q.txt": where is " b/"?
     os.chmod(root / "mode only.sh", 0o755)
     _commit(repo, "head")
     return repo
@@ -132,6 +148,8 @@ def test_what_precedes_the_first_section_and_the_hunks_are_kept():
     ('diff --git "a/caf\\303\\251" b/plain', ("caf\u00e9", "plain")),
     ('diff --git a/plain "b/caf\\303\\251"', ("plain", "caf\u00e9")),
     ('diff --git "a/t\\tab" "b/t\\tab"', ("t\tab", "t\tab")),
+    # a rename of "kkkkkk b/l" whose middle is a space: only the last " b/" can be guessed
+    ("diff --git a/kkkkkk b/l b/yy", ("kkkkkk b/l", "yy")),
 ])
 def test_a_diff_git_line_names_its_two_paths(line, paths):
     assert git_line_paths(line) == paths
@@ -143,6 +161,28 @@ def test_what_is_not_a_diff_git_line_with_a_and_b_names_nothing(line):
     assert git_line_paths(line) is None
 
 
+def test_a_header_without_mode_lines_says_created_and_deleted_by_dev_null():
+    """Tools other than git may write a ``diff --git`` header without ``new file mode``: the
+    ``/dev/null`` side says it. The twin: both sides named is a change to the file."""
+    made = sections("diff --git a/n b/n\n--- /dev/null\n+++ b/n\n@@ -0,0 +1 @@\n+x\n"
+                    "diff --git a/d b/d\n--- a/d\n+++ /dev/null\n@@ -1 +0,0 @@\n-x\n"
+                    "diff --git a/c b/c\n--- a/c\n+++ b/c\n@@ -1 +1 @@\n-x\n+y\n")
+    assert [(s.old, s.new) for s in made] == [(None, "n"), ("d", None), ("c", "c")]
+
+
+def test_a_section_with_a_and_b_is_left_as_it_is_even_where_its_paths_could_not_be_told():
+    text = "diff --git a/one b/two\n--- a/one\n+++ b/two\n@@ -1 +1 @@\n-a\n+b\n"
+    assert with_ab_prefixes(text) == text
+
+
+def test_quote_writes_what_git_writes_and_unquote_reads_it_back():
+    for name, quoted in [("plain name.txt", "plain name.txt"), ("caf\u00e9", '"caf\\303\\251"'),
+                         ("caf\udce9", '"caf\\351"'), ('q"b\\s', '"q\\"b\\\\s"'),
+                         ("t\tn\n", '"t\\tn\\n"'), ("\x01\x7f", '"\\001\\177"')]:
+        assert quote(name) == quoted, name
+        assert unquote(quoted) == name
+
+
 def test_unquote_reads_git_c_quoting_and_leaves_plain_names():
     assert unquote('"caf\\303\\251.txt"') == "caf\u00e9.txt"
     assert unquote('"q\\"uote"') == 'q"uote'
@@ -152,30 +192,38 @@ def test_unquote_reads_git_c_quoting_and_leaves_plain_names():
 
 def test_a_patch_follows_upstreams_renames_by_whole_names_however_quoted(tmp_path):
     """`rebase` carries a patch to the paths upstream moved its files to: the result is the diff git
-    writes for the same edits on the moved files. A file whose name only starts like a moved one
-    (``x.py`` and ``x.pyi``, ``data/x.py`` holding ``a/x.py``) stays where it is."""
-    renamed = {"python/x.py": "python/pkg/x.py", UTF8: "moved/" + UTF8, "old dir/s p.py": "new dir/s p.py"}
+    writes for the same changes on the moved files, whatever the change (an edit, a mode change
+    without hunks, the patch's own rename of a moved file). A file whose name only starts like a
+    moved one (``x.py`` and ``x.pyi``, ``data/python/x.py`` holding ``a/python/x.py``) stays."""
+    renamed = {"python/x.py": "python/pkg/x.py", UTF8: "moved/" + UTF8, "old dir/s p.py": "new dir/s p.py",
+               "tool.sh": "bin/tool.sh"}
     stay = ["python/x.pyi", "data/python/x.py"]
-    before = {**{old: f"{old} 1\n" for old in renamed}, **{p: f"{p} 1\n" for p in stay}}
+    before = {**{old: f"{old} 1\n" + BODY for old in renamed}, **{p: f"{p} 1\n" for p in stay}}
 
-    def edited_diff(paths: dict[str, str]) -> str:
+    def changed_diff(paths: dict[str, str]) -> str:
         repo = git.Repo.init(tmp_path / str(len(list(tmp_path.iterdir()))))
         root = Path(repo.working_tree_dir)
+        at = {old: root / paths.get(old, old) for old in before}
         for old, text in before.items():
-            (root / paths.get(old, old)).parent.mkdir(parents=True, exist_ok=True)
-            (root / paths.get(old, old)).write_text(text)
+            at[old].parent.mkdir(parents=True, exist_ok=True)
+            at[old].write_text(text)
         _commit(repo, "base")
-        for old, text in before.items():
-            (root / paths.get(old, old)).write_text(text.replace(" 1", " 2"))
-        return repo.git.diff(strip_newline_in_stdout=False)
+        for old in ["python/x.py", UTF8, *stay]:
+            at[old].write_text(before[old].replace(" 1", " 2"))
+        os.chmod(at["tool.sh"], 0o755)
+        at["old dir/s p.py"].rename(root / "other name.py")  # the patch renames a file upstream moved
+        repo.git.add("--all")
+        return repo.git.diff("-M", "--cached", strip_newline_in_stdout=False)
 
-    original, expected = edited_diff({}), edited_diff(renamed)
+    original, expected = changed_diff({}), changed_diff(renamed)
     followed, moved = Moves(renamed, frozenset()).follow(original)
 
     def by_file(text: str) -> list[str]:  # git orders the sections by the new names
         return sorted(text[s.start:s.end] for s in sections(text))
 
+    assert "rename to other name.py" in original and "old mode 100644" in original  # the premise
     assert followed != original and by_file(followed) == by_file(expected)
     assert moved == renamed
-    # the twin: nothing upstream moved leaves the patch byte-identical
+    # the twins: nothing upstream moved leaves the patch byte-identical, and so does a text that is no diff
     assert Moves({"python/elsewhere.py": "python/x.py"}, frozenset()).follow(original) == (original, {})
+    assert renamed_header("not a diff\n", renamed) == "not a diff\n"
