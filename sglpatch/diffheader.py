@@ -39,9 +39,8 @@ class Section:
 
 def unquote(name: str) -> str:
     """A path as git writes it: C-quoted (octal bytes of UTF-8) when it holds unusual characters."""
-    if len(name) >= 2 and name[0] == name[-1] == '"':
-        return codecs.escape_decode(name[1:-1].encode())[0].decode("utf-8", "surrogateescape")
-    return name
+    quoted = re.fullmatch(r'"(.*)"', name, re.S)
+    return codecs.escape_decode(quoted[1].encode())[0].decode("utf-8", "surrogateescape") if quoted else name
 
 
 def git_line_paths(line: str) -> tuple[str, str] | None:
@@ -114,8 +113,7 @@ def _reprefixed(lines: list[str]) -> list[str]:
     in_header = True
     for line in lines[1:]:
         in_header = in_header and not line.startswith("@@")
-        value = line[4:].rstrip("\r\n").rstrip("\t")
-        if in_header and line.startswith(("--- ", "+++ ")) and value != "/dev/null":
+        if in_header and line.startswith(("--- ", "+++ ")) and not line[4:].startswith("/dev/null"):
             line = name_line(line[:3], "a/" + old if line.startswith("-") else "b/" + new)
         out.append(line)
     return out
@@ -133,16 +131,12 @@ def name_line(kind: str, name: str) -> str:
 
 def _bare_paths(lines: list[str]) -> tuple[str, str]:
     """(old, new) of one section, without whatever prefixes its ``diff --git`` line carries."""
-    header = [line.rstrip("\r\n") for line in lines[1:]]
-    header = header[:next((i for i, line in enumerate(header) if line.startswith("@@")), len(header))]
-    named = {m.group(1): unquote(m.group(2).rstrip("\t")) for m in map(_HEADER.match, header) if m}
-    old = named.get("rename from") or named.get("copy from")
-    new = named.get("rename to") or named.get("copy to")
-    if old and new:
-        return old, new
-    sides = [v for k, v in named.items() if k in ("---", "+++") and v != "/dev/null"]
+    header = lines[1:next((i for i, line in enumerate(lines) if line.startswith("@@")), len(lines))]
+    moved = {m[1]: unquote(m[2]) for m in map(_FROM_TO.match, header) if m}
+    if moved:  # a rename or copy says both names
+        return moved["from"], moved["to"]
     halves = _halves(lines[0][len("diff --git "):].rstrip("\r\n"))
-    found = [p for a, b in halves for p in _common_tails(a, b) if all(_is_tail(p, s) for s in sides)]
+    found = [p for a, b in halves for p in _common_tails(a, b)]
     if not found:
         raise ValueError(f"cannot tell the paths of '{lines[0].rstrip()[:120]}' from its prefixes")
     path = max(found, key=len)
@@ -187,11 +181,11 @@ def renamed_header(section: str, renamed: dict[str, str]) -> str:
     for i, line in enumerate(lines[1:], 1):
         if line.startswith("@@"):
             return "".join(out + lines[i:])
-        found = _HEADER.match(line.rstrip("\r\n"))
+        found = _HEADER.match(line)
         if found:
             kind, value = found.group(1), unquote(found.group(2).rstrip("\t"))
             prefix = {"---": "a/", "+++": "b/"}.get(kind, "")
-            name = value[len(prefix):] if value.startswith(prefix) else None  # never /dev/null
+            name = value.removeprefix(prefix)  # "/dev/null" is no path
             if name in renamed:
                 line = name_line(kind, prefix + renamed[name]) if prefix else f"{kind} {quote(renamed[name])}\n"
         out.append(line)

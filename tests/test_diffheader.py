@@ -9,7 +9,7 @@ from pathlib import Path
 import git
 import pytest
 
-from helpers import AUTHOR_ENV
+from helpers import AUTHOR_ENV, commit_files, make_upstream
 from sglpatch.diffheader import (git_line_paths, quote, renamed_header, sections, unprefixed_lines, unquote,
                                  with_ab_prefixes)
 from sglpatch.hunks import Moves
@@ -19,13 +19,14 @@ BODY = "".join(f"line {i} of a file long enough for git to find it moved\n" for 
 SPACED, UTF8, TAB, QUOTE = "dir one/a b/c.txt", "caf\u00e9.txt", "t\tab.txt", 'q"uote.txt'
 # a trailing space, a trailing X (what a stripped-too-much name loses), a backslash, a newline, a
 # Latin-1 byte that is no UTF-8 (git quotes it as \351; Python holds it as a lone surrogate)
-ODD = ["sp end ", "PREFIX", "back\\slash.txt", "new\nline.txt", "lat\udce9.txt"]
+ODD = ["sp end ", "PREFIX", "back\\slash.txt", "new\nline.txt", "lat\udce9.txt", "sub/zz.txt"]
 EXPECTED = [  # (old, new) of each section, in git's order
     ("PREFIX", "PREFIX"),
     ("back\\slash.txt", "back\\slash.txt"),
     ("bin.dat", "bin.dat"),
     (UTF8, UTF8),
     ("copied from.txt", "copied to.txt"),
+    ("dev.txt", "dev.txt"),
     (SPACED, SPACED),
     (None, "empty new.txt"),
     ("gone.txt", None),
@@ -37,6 +38,7 @@ EXPECTED = [  # (old, new) of each section, in git's order
     (QUOTE, QUOTE),
     ("old name.txt", "renamed name.txt"),  # git orders a rename by its new name
     ("sp end ", "sp end "),
+    ("sub/zz.txt", "sub/zz.txt"),
     (TAB, TAB),
     ("plain.txt", "z b/q.txt"),  # a rename whose diff --git line splits at the wrong " b/"
 ]
@@ -56,7 +58,8 @@ def odd_repo(tmp_path_factory) -> git.Repo:
     repo = git.Repo.init(root)
     files = {SPACED: "1\n", UTF8: "x\n", TAB: "t\n", QUOTE: "q\n", "gone.txt": "bye\n", "mode only.sh": "#!/bin/sh\n",
              "old name.txt": BODY, "copied from.txt": BODY.upper(), "bin.dat": None, **{n: f"{n!r}\n" for n in ODD},
-             "plain.txt": BODY.replace("line", "row"), "k.txt": BODY.replace("line", "entry")}
+             "plain.txt": BODY.replace("line", "row"), "k.txt": BODY.replace("line", "entry"),
+             "dev.txt": "-- /dev/null\nrename from x\n"}  # its hunk removes lines that look like a header
     for rel, text in files.items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         if text is None:
@@ -71,6 +74,7 @@ def odd_repo(tmp_path_factory) -> git.Repo:
         (root / rel).write_text(text)
     (root / "bin.dat").write_bytes(bytes(reversed(range(256))))
     (root / "gone.txt").unlink()
+    (root / "dev.txt").write_text("kept\n")
     (root / "old name.txt").rename(root / "renamed name.txt")
     (root / "z b").mkdir()
     (root / "plain.txt").rename(root / "z b" / "q.txt")  # "diff --git a/plain.txt b/z b/q.txt": where is " b/"?
@@ -123,9 +127,10 @@ def test_a_diff_git_line_whose_paths_cannot_be_told_from_its_prefixes_is_refused
     # two names that share no path and no rename lines to say which is which
     with pytest.raises(ValueError, match="cannot tell the paths of 'diff --git one.txt two.txt'"):
         with_ab_prefixes("diff --git one.txt two.txt\nold mode 100644\nnew mode 100755\n")
-    # the same names with the ---/+++ lines of a non-rename disagree with every split
-    with pytest.raises(ValueError, match="cannot tell"):
-        with_ab_prefixes("diff --git x/f y/f\n--- x/f\n+++ y/g\n@@ -1 +1 @@\n-a\n+b\n")
+    # a long line is quoted up to 120 characters
+    with pytest.raises(ValueError) as long:
+        with_ab_prefixes(f"diff --git {'o' * 100} {'t' * 100}\n")
+    assert f"'diff --git {'o' * 100} {'t' * 8}' from" in str(long.value)
     # the twin: rename lines say it
     renamed = with_ab_prefixes("diff --git one.txt two.txt\nsimilarity index 100%\n"
                                "rename from one.txt\nrename to two.txt\n")
@@ -159,6 +164,14 @@ def test_a_diff_git_line_names_its_two_paths(line, paths):
                                   "diff --cc a/x b/x"])
 def test_what_is_not_a_diff_git_line_with_a_and_b_names_nothing(line):
     assert git_line_paths(line) is None
+
+
+def test_an_empty_file_deleted_has_no_new_path_though_it_has_no_dev_null_line(tmp_path):
+    repo, _ = make_upstream(tmp_path / "r", {"empty.txt": "", "kept.txt": "k\n"})
+    commit_files(repo, {"empty.txt": None}, "delete the empty file")
+    text = repo.git.diff("HEAD^", "HEAD", strip_newline_in_stdout=False)
+    assert "deleted file mode" in text and "/dev/null" not in text  # the premise
+    assert [(s.old, s.new) for s in sections(text)] == [("empty.txt", None)]
 
 
 def test_a_header_without_mode_lines_says_created_and_deleted_by_dev_null():
@@ -196,9 +209,11 @@ def test_a_patch_follows_upstreams_renames_by_whole_names_however_quoted(tmp_pat
     without hunks, the patch's own rename of a moved file). A file whose name only starts like a
     moved one (``x.py`` and ``x.pyi``, ``data/python/x.py`` holding ``a/python/x.py``) stays."""
     renamed = {"python/x.py": "python/pkg/x.py", UTF8: "moved/" + UTF8, "old dir/s p.py": "new dir/s p.py",
-               "tool.sh": "bin/tool.sh"}
+               "tool.sh": "bin/tool.sh", "PREFIX": "moved/PREFIX", "sp end ": "moved/sp end "}
     stay = ["python/x.pyi", "data/python/x.py"]
     before = {**{old: f"{old} 1\n" + BODY for old in renamed}, **{p: f"{p} 1\n" for p in stay}}
+    # a hunk that removes lines looking like a header of a moved file stays as it is
+    before["python/x.py"] += "-- a/python/x.py\n++ b/python/x.py\nrename from python/x.py\n"
 
     def changed_diff(paths: dict[str, str]) -> str:
         repo = git.Repo.init(tmp_path / str(len(list(tmp_path.iterdir()))))
@@ -208,8 +223,8 @@ def test_a_patch_follows_upstreams_renames_by_whole_names_however_quoted(tmp_pat
             at[old].parent.mkdir(parents=True, exist_ok=True)
             at[old].write_text(text)
         _commit(repo, "base")
-        for old in ["python/x.py", UTF8, *stay]:
-            at[old].write_text(before[old].replace(" 1", " 2"))
+        for old in ["python/x.py", UTF8, "PREFIX", "sp end ", *stay]:
+            at[old].write_text(before[old].replace(" 1", " 2").replace("-- a/python/x.py\n", ""))
         os.chmod(at["tool.sh"], 0o755)
         at["old dir/s p.py"].rename(root / "other name.py")  # the patch renames a file upstream moved
         repo.git.add("--all")
@@ -221,7 +236,8 @@ def test_a_patch_follows_upstreams_renames_by_whole_names_however_quoted(tmp_pat
     def by_file(text: str) -> list[str]:  # git orders the sections by the new names
         return sorted(text[s.start:s.end] for s in sections(text))
 
-    assert "rename to other name.py" in original and "old mode 100644" in original  # the premise
+    assert "rename to other name.py" in original and "old mode 100644" in original  # the premises
+    assert original.count("\n--- a/python/x.py\n") == 2  # its header, and a line its hunk removes
     assert followed != original and by_file(followed) == by_file(expected)
     assert moved == renamed
     # the twins: nothing upstream moved leaves the patch byte-identical, and so does a text that is no diff
