@@ -39,7 +39,7 @@ class Section:
 
 def unquote(name: str) -> str:
     """A path as git writes it: C-quoted (octal bytes of UTF-8) when it holds unusual characters."""
-    quoted = re.fullmatch(r'"(.*)"', name, re.S)
+    quoted = re.fullmatch(r'"(.*)"', name)  # a quoted name holds no raw newline
     return codecs.escape_decode(quoted[1].encode())[0].decode("utf-8", "surrogateescape") if quoted else name
 
 
@@ -131,8 +131,7 @@ def name_line(kind: str, name: str) -> str:
 
 def _bare_paths(lines: list[str]) -> tuple[str, str]:
     """(old, new) of one section, without whatever prefixes its ``diff --git`` line carries."""
-    header = lines[1:next((i for i, line in enumerate(lines) if line.startswith("@@")), len(lines))]
-    moved = {m[1]: unquote(m[2]) for m in map(_FROM_TO.match, header) if m}
+    moved = {m[1]: unquote(m[2]) for m in map(_FROM_TO.match, lines[1:]) if m}  # never a hunk line (+-space)
     if moved:  # a rename or copy says both names
         return moved["from"], moved["to"]
     halves = _halves(lines[0][len("diff --git "):].rstrip("\r\n"))

@@ -183,6 +183,12 @@ def test_a_header_without_mode_lines_says_created_and_deleted_by_dev_null():
     assert [(s.old, s.new) for s in made] == [(None, "n"), ("d", None), ("c", "c")]
 
 
+def test_a_section_that_names_no_a_and_b_paths_is_passed_over_not_the_rest():
+    text = "diff --git one\n--- one\n+++ one\ndiff --git a/y b/y\n--- a/y\n+++ b/y\n"
+    assert [(s.old, s.new, text[s.start:s.end]) for s in sections(text)] == [
+        ("y", "y", "diff --git a/y b/y\n--- a/y\n+++ b/y\n")]
+
+
 def test_a_section_with_a_and_b_is_left_as_it_is_even_where_its_paths_could_not_be_told():
     text = "diff --git a/one b/two\n--- a/one\n+++ b/two\n@@ -1 +1 @@\n-a\n+b\n"
     assert with_ab_prefixes(text) == text
