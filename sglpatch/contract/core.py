@@ -4,6 +4,8 @@ The contract itself is :mod:`.terms`, the per-model verdicts :mod:`.verdicts`.""
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import hashlib
 import re
 import time
@@ -265,6 +267,25 @@ def check_tree(tree: Path, models=None, *, all_models: bool = False, cache: bool
     model in the tree instead (plus any named); ``launch``: the production launch, to tell the
     gaps on its path from the rest (``production.production_launch``).
     """
+    with _no_cycle_collection():
+        return _check_tree(tree, models, all_models, cache, analysis, launch)
+
+
+@contextlib.contextmanager
+def _no_cycle_collection():
+    """The check builds a large graph of ASTs and outlines; the cycle collector, run every few
+    hundred allocations, would walk it over and over (at 0.5.23: warm 2.0 -> 1.7 s, cold 7.8 ->
+    4.4 s, the same peak memory)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _check_tree(tree, models, all_models, cache, analysis, launch) -> Report:
     started = time.perf_counter()
     an = analysis or Analysis(tree, cache=cache)
     contract = an.contract
