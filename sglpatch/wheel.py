@@ -13,6 +13,7 @@ import hashlib
 import io
 import json
 import re
+import stat
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +24,7 @@ from packaging.version import Version
 from .errors import UserError
 
 PACKAGE_PREFIX = "python/"  # upstream repo path prefix of what the wheel installs
+REGULAR_FILE = (stat.S_IFREG | 0o644) << 16  # zip external attributes of a file the overlay adds
 
 
 @dataclass(frozen=True)
@@ -89,7 +91,7 @@ def _write_members(upstream_wheel: Path, partial: Path, overrides: dict[str, byt
     replaced, removed = [], []
     records: list[tuple[str, bytes]] = []
     with zipfile.ZipFile(upstream_wheel) as src, \
-            zipfile.ZipFile(partial, "w", compression=zipfile.ZIP_DEFLATED) as dst:
+            zipfile.ZipFile(partial, "w") as dst:  # _write compresses each member
         infos = src.infolist()
         timestamp = max(i.date_time for i in infos)
         upstream_members = {i.filename for i in infos}
@@ -112,12 +114,12 @@ def _write_members(upstream_wheel: Path, partial: Path, overrides: dict[str, byt
             records.append((renamed, data))
         added = [m for m, data in overrides.items() if data is not None and m not in upstream_members]
         for member in sorted(added):
-            _write(dst, member, overrides[member], timestamp, 0o644 << 16)
+            _write(dst, member, overrides[member], timestamp, REGULAR_FILE)
             records.append((member, overrides[member]))
         meta = json.dumps(provenance, indent=2, sort_keys=True).encode() + b"\n"
-        _write(dst, f"{new_info}/sglpatch.json", meta, timestamp, 0o644 << 16)
+        _write(dst, f"{new_info}/sglpatch.json", meta, timestamp, REGULAR_FILE)
         records.append((f"{new_info}/sglpatch.json", meta))
-        _write(dst, f"{new_info}/RECORD", _record(records, f"{new_info}/RECORD"), timestamp, 0o644 << 16)
+        _write(dst, f"{new_info}/RECORD", _record(records, f"{new_info}/RECORD"), timestamp, REGULAR_FILE)
     return replaced, sorted(added), removed
 
 

@@ -381,6 +381,65 @@ def test_a_refused_upstream_wheel_leaves_no_half_written_wheel(tmp_path):
     built = wheel.build_overlay(upstream, tmp_path / "patched", [], "1.0.0+kimi.3", tmp_path / "dist", {})
     assert list((tmp_path / "dist").iterdir()) == [built.path]
 
+
+def test_the_overlay_keeps_upstreams_member_attributes_and_times_and_writes_its_own_as_plain_files(tmp_path):
+    """What an installer reads beside the bytes: an executable script stays executable, every
+    member keeps upstream's time (rebuilds are byte-identical), and the files the overlay adds
+    (a new module, sglpatch.json, RECORD) are regular, non-executable 0644 files stamped with
+    upstream's newest time. RECORD's lines end in LF, the provenance is sorted, indented JSON.
+    A METADATA whose description holds a "Version:" line keeps it; only the header changes.
+    RECORD need not be upstream's last member."""
+    when, script = (2024, 5, 6, 7, 8, 10), "sglang/srt/tool.sh"
+    members = dict(UPSTREAM_WHEEL)
+    members["sglang-1.0.0.dist-info/METADATA"] += b"\nVersion: 0.0.1 is what the old README said\n"
+    members["sglang-1.0.0.dist-info/RECORD"] = record_of(members) + b"sglang-1.0.0.dist-info/RECORD,,\n"
+    members[script] = b"#!/bin/sh\n"  # after RECORD
+    upstream = tmp_path / "sglang-1.0.0-py3-none-any.whl"
+    with zipfile.ZipFile(upstream, "w") as whl:
+        for name, data in members.items():
+            info = zipfile.ZipInfo(name, when if name == script else (2024, 1, 2, 3, 4, 6))
+            info.external_attr = (0o100755 if name == script else 0o100644) << 16
+            whl.writestr(info, data)
+    provenance = {"upstream": {"version": "1.0.0"}, "patches": ["0001-kimi.patch"], "a": 1}
+    built = wheel.build_overlay(upstream, tmp_path / "patched" / "x", [], "1.0.0+kimi.3",
+                                tmp_path / "new" / "dist", provenance)  # dist/ and its parent made
+    info_dir = "sglang-1.0.0+kimi.3.dist-info"
+    with zipfile.ZipFile(built.path) as whl:
+        got = {i.filename: i for i in whl.infolist()}
+        assert got[script].external_attr >> 16 == 0o100755 and got[script].date_time == when
+        assert got["sglang/srt/untouched.py"].date_time == (2024, 1, 2, 3, 4, 6)
+        for own in (f"{info_dir}/sglpatch.json", f"{info_dir}/RECORD"):
+            assert got[own].external_attr >> 16 == 0o100644 and got[own].date_time == when, own
+        assert b"\r" not in whl.read(f"{info_dir}/RECORD")
+        assert whl.read(f"{info_dir}/sglpatch.json") == (json.dumps(provenance, indent=2, sort_keys=True) + "\n").encode()
+        metadata = whl.read(f"{info_dir}/METADATA").decode()
+    assert metadata.startswith("Metadata-Version: 2.1\nName: sglang\nVersion: 1.0.0+kimi.3\n")
+    assert metadata.endswith("\nVersion: 0.0.1 is what the old README said\n")
+    assert record_mismatches(built.path) == []
+    # an added module gets the plain-file attributes too
+    tree = tmp_path / "patched"
+    (tree / "python" / "sglang").mkdir(parents=True)
+    (tree / "python" / "sglang" / "new.py").write_text("NEW = 1\n")
+    again = wheel.build_overlay(upstream, tree, ["python/sglang/new.py"], "1.0.0+kimi.4", tmp_path / "dist", {})
+    with zipfile.ZipFile(again.path) as whl:
+        assert whl.getinfo("sglang/new.py").external_attr >> 16 == 0o100644
+
+
+def test_bad_versions_and_a_damaged_upstream_wheel_are_refused_without_a_partial_file(tmp_path):
+    members = dict(UPSTREAM_WHEEL)
+    members["sglang-1.0.0.dist-info/RECORD"] = record_of(members)
+    upstream = write_wheel(tmp_path / "sglang-1.0.0-py3-none-any.whl", members)
+    with pytest.raises(UserError) as other:
+        wheel.build_overlay(upstream, tmp_path, [], "1.0.1+kimi.1", tmp_path / "dist", {})
+    assert other.value.what == "local version 1.0.1+kimi.1 does not extend the wheel's 1.0.0"
+    assert other.value.hint == "the pin and the upstream wheel disagree; rerun `python build.py`"
+    (tmp_path / "damaged").mkdir()
+    damaged = tmp_path / "damaged" / upstream.name
+    damaged.write_bytes(b"not a zip")
+    with pytest.raises(zipfile.BadZipFile):  # the sha256 check refuses it before a build gets here
+        wheel.build_overlay(damaged, tmp_path, [], "1.0.0+kimi.1", tmp_path / "dist", {})
+    assert not (tmp_path / "dist").exists() or list((tmp_path / "dist").iterdir()) == []
+
 def test_a_record_with_upstreams_hash_for_a_patched_file_is_caught(tmp_path):
     """The twin: the same overlay with the RECORD row of the patched file put back to upstream's
     hash and size (the bug) is reported for that file, hash and size, and nothing else."""
