@@ -20,6 +20,7 @@ from sglpatch import checks, source
 from sglpatch.cli import main as cli_main
 from sglpatch.contract import CHECK_NAMES, PATTERNS, check_tree
 from sglpatch.contract.core import Analysis
+from sglpatch.contract.refs import ClassRef
 from sglpatch.contract.gates import check_allreduce_gate
 from sglpatch.contract.symm_mem import check_symm_mem
 from sglpatch.errors import UserError
@@ -476,6 +477,115 @@ def test_a_member_whose_body_reads_what_the_inner_model_lacks_is_a_gap(tmp_path,
         assert status.lookup.note == "it reads self.language_model.embed_tokens, which LlamaForCausalLM lacks"
         assert status.lookup.location == f"{SRT}/models/plain_wrapper.py:18"
 
+
+
+NESTED = """
+from torch import nn
+from sglang.srt.models.llama import LlamaForCausalLM
+from sglang.srt.models.plain_wrapper import PlainVLM
+
+
+class Deep4(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.language_model = LlamaForCausalLM(config)
+
+
+class Deep3(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.inner = Deep4(config)
+
+
+class Deep2(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.inner = Deep3(config)
+
+
+class Deep1(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.inner = Deep2(config)
+
+
+class Deep0(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.inner = Deep1(config)
+
+
+class Holder(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.language_model = LlamaForCausalLM(config)
+        self.llm = LlamaForCausalLM(config)
+
+
+class Override(Holder):
+    def __init__(self, config, lm_cls=None):
+        super().__init__(config)
+        self.language_model = self.make_lm(config) if lm_cls else LlamaForCausalLM(config)
+
+
+class Unknowable(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.language_model = NotImportedAnywhere(config)
+
+
+class DraftLM(LlamaForCausalLM):
+    def __init__(self, config):
+        super().__init__(config)
+        self.draft = LlamaForCausalLM(config)
+
+
+class Ping(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.other = Pong(config)
+
+
+class Pong(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.other = Ping(config)
+
+
+class Remote(PlainVLM):
+    pass
+
+
+EntryClass = [Deep0, Override, Unknowable, DraftLM, Ping, Remote]
+"""
+
+
+def test_wrappers_are_found_however_deep_whatever_their_bases_hold_and_where(tmp_path):
+    """The wrapper half of the class index on one synthetic module: a wrapper five levels deep is a
+    wrapper (asked in any order), a subclass's holder overrides its base's and the base's other
+    holders still count, a runtime choice beside a known class keeps the known one, a constructor
+    that resolves nowhere is a runtime choice, a language model that holds another is no wrapper,
+    two classes holding each other are none, and an inner held in a base class in another module
+    is located there. Each assertion has its twin in the next class."""
+    an = Analysis(make_tree(tmp_path, {"models/plain_wrapper.py": PLAIN_WRAPPER, "models/nested.py": NESTED}))
+    ci = an.classes
+    ref = {n: ClassRef("sglang.srt.models.nested", n) for n in
+           ("Deep0", "Deep1", "Deep3", "Holder", "Override", "Unknowable", "DraftLM", "Ping", "Pong", "Remote")}
+    llama = ClassRef("sglang.srt.models.llama", "LlamaForCausalLM")
+    assert ci.is_wrapper(ref["Deep0"]) and ci.is_wrapper(ref["Deep3"]) and ci.is_wrapper(ref["Deep1"])
+    assert [(i.attr, i.lm) for i in ci.inner_models(ref["Deep0"])] == [("inner", [ref["Deep1"]])]
+    assert ci.held(ref["Override"]) == {"language_model": ["?", llama], "llm": [llama]}
+    assert [(i.attr, i.lm) for i in ci.inner_models(ref["Override"])] == [("language_model", [llama]),
+                                                                           ("llm", [llama])]
+    assert [(i.attr, i.lm, i.candidates) for i in ci.inner_models(ref["Unknowable"])] == [("language_model", [], ["?"])]
+    assert ci.is_causal_lm(ref["DraftLM"]) and ci.inherits_causal_lm(ref["DraftLM"])
+    assert not ci.is_wrapper(ref["DraftLM"]) and not ci.inherits_causal_lm(llama) and not ci.is_causal_lm(ref["Holder"])
+    assert not ci.is_wrapper(ref["Ping"]) and not ci.is_wrapper(ref["Pong"])
+    assert [i.location for i in ci.inner_models(ref["Override"])] == [
+        "python/sglang/srt/models/nested.py:47", "python/sglang/srt/models/nested.py:41"]
+    report = check_tree(an.path, ["Remote"], analysis=an).models[0].to_json(lambda _: True)
+    assert report["inner"] == [{"attr": "language_model", "classes": ["LlamaForCausalLM"],
+                                "location": "python/sglang/srt/models/plain_wrapper.py:9"}]
 
 def test_every_gap_of_a_wrapper_is_reported_in_one_run(mini):
     report = check_tree(mini, ["PlainVLM"], cache=False)

@@ -37,6 +37,6 @@ class Lookup:
 @dataclass
 class Inner:
     attr: str
-    line: int
+    location: str | None  # path:line of the assignment that holds it (in whichever class of the MRO)
     candidates: list  # ClassRef | External | "?"
     lm: list[ClassRef] = field(default_factory=list)  # the candidates that are language models

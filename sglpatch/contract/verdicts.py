@@ -113,7 +113,7 @@ def check_model(ci: ClassIndex, ref: ClassRef, contract: Contract,
         names = [c.name if isinstance(c, ClassRef) else ("<runtime choice>" if c == "?" else c.dotted)
                  for c in inn.candidates]
         inner_json.append({"attr": inn.attr, "classes": names,
-                           "location": ci.location(ref, inn.line) if inn.line else None})
+                           "location": inn.location})
         for c in inn.lm:
             if c not in inner_refs:
                 inner_refs.append(c)

@@ -31,17 +31,11 @@ class Wrappers:
             for attr, cands in co.holds.items():
                 if attr in out:
                     continue
-                resolved = []
-                for cand in cands:
-                    if cand == "?":
-                        resolved.append("?")
-                        continue
-                    r = self.resolve(c.module, cand)
-                    resolved.append(r if r is not None else "?")
-                out[attr] = resolved
+                out[attr] = [self.resolve(c.module, cand) or "?" for cand in cands]  # "?": chosen at run time
         return out
 
-    def _holds_line(self, ref: ClassRef, attr: str) -> str | None:
+    def _holds_location(self, ref: ClassRef, attr: str) -> str | None:
+        """Where ``self.attr`` is assigned its inner model: the first class of the MRO that does."""
         for c in self.mro(ref):
             if isinstance(c, ClassRef):
                 co = self.outline(c)
@@ -55,45 +49,34 @@ class Wrappers:
         Names are no evidence: many wrappers are called ``...ForCausalLM`` too.
         """
         if ref not in self._lm:
-            self._lm[ref] = False
-            for c in self.mro(ref):
-                if isinstance(c, ClassRef):
-                    co = self.outline(c)
-                    if co is not None and co.sets_logits_processor:
-                        self._lm[ref] = True
-                        break
+            self._lm[ref] = any(isinstance(c, ClassRef) and getattr(self.outline(c), "sets_logits_processor", False)
+                                for c in self.mro(ref))
         return self._lm[ref]
 
     def inherits_causal_lm(self, ref: ClassRef) -> bool:
         return any(isinstance(c, ClassRef) and c != ref and self.is_causal_lm(c) for c in self.mro(ref)[1:])
 
-    def inner_models(self, ref: ClassRef, _depth: int = 0) -> list[Inner]:
-        """The attributes of ``ref`` that hold its inner model; asked once per member by the
-        check and the forward reader, so the top-level answer is kept."""
-        if _depth == 0 and ref in self._inners:
-            return self._inners[ref]
-        out = self._find_inners(ref, _depth)
-        if _depth == 0:
-            self._inners[ref] = out
-        return out
+    def inner_models(self, ref: ClassRef) -> list[Inner]:
+        """The attributes of ``ref`` that hold its inner model (a language model, or a wrapper of
+        one, nested as deep as it goes); asked once per member by the check and the forward
+        reader, so kept."""
+        if ref not in self._inners:
+            self._inners[ref] = self._find_inners(ref)
+        return self._inners[ref]
 
-    def _find_inners(self, ref: ClassRef, _depth: int) -> list[Inner]:
+    def _find_inners(self, ref: ClassRef) -> list[Inner]:
         out = []
         for attr, cands in self.held(ref).items():
             lm = [c for c in cands if isinstance(c, ClassRef) and c != ref
-                  and (self.is_causal_lm(c) or (_depth < 3 and self.is_wrapper(c, _depth + 1)))]
+                  and (self.is_causal_lm(c) or self.is_wrapper(c))]
             dynamic = cands and all(c == "?" for c in cands) and attr in DYNAMIC_INNER_ATTRS
             if lm or dynamic:
-                where = self._holds_line(ref, attr)
-                line = int(where.rpartition(":")[2]) if where else 0
-                out.append(Inner(attr, line, cands, lm))
+                out.append(Inner(attr, self._holds_location(ref, attr), cands, lm))
         return out
 
-    def is_wrapper(self, ref: ClassRef, _depth: int = 0) -> bool:
-        if ref in self._wrapper:
-            return self._wrapper[ref]
-        self._wrapper[ref] = False  # recursion guard
-        result = (self.outline(ref) is not None and not self.inherits_causal_lm(ref)
-                  and bool(self.inner_models(ref, _depth)))
-        self._wrapper[ref] = result
-        return result
+    def is_wrapper(self, ref: ClassRef) -> bool:
+        if ref not in self._wrapper:
+            self._wrapper[ref] = False  # asked again while it is being answered: classes that hold each other
+            self._wrapper[ref] = (self.outline(ref) is not None and not self.inherits_causal_lm(ref)
+                                  and bool(self.inner_models(ref)))
+        return self._wrapper[ref]
