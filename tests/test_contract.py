@@ -485,35 +485,13 @@ from sglang.srt.models.llama import LlamaForCausalLM
 from sglang.srt.models.plain_wrapper import PlainVLM
 
 
-class Deep4(nn.Module):
+""" + "".join(f"""
+class Deep{n}(nn.Module):
     def __init__(self, config):
         super().__init__()
-        self.language_model = LlamaForCausalLM(config)
+        self.{'language_model' if n == 4 else 'inner'} = {'LlamaForCausalLM' if n == 4 else f'Deep{n + 1}'}(config)
 
-
-class Deep3(nn.Module):
-    def __init__(self, config):
-        super().__init__()
-        self.inner = Deep4(config)
-
-
-class Deep2(nn.Module):
-    def __init__(self, config):
-        super().__init__()
-        self.inner = Deep3(config)
-
-
-class Deep1(nn.Module):
-    def __init__(self, config):
-        super().__init__()
-        self.inner = Deep2(config)
-
-
-class Deep0(nn.Module):
-    def __init__(self, config):
-        super().__init__()
-        self.inner = Deep1(config)
-
+""" for n in (4, 3, 2, 1, 0)) + """
 
 class Holder(nn.Module):
     def __init__(self, config):
@@ -581,8 +559,10 @@ def test_wrappers_are_found_however_deep_whatever_their_bases_hold_and_where(tmp
     assert ci.is_causal_lm(ref["DraftLM"]) and ci.inherits_causal_lm(ref["DraftLM"])
     assert not ci.is_wrapper(ref["DraftLM"]) and not ci.inherits_causal_lm(llama) and not ci.is_causal_lm(ref["Holder"])
     assert not ci.is_wrapper(ref["Ping"]) and not ci.is_wrapper(ref["Pong"])
+    line = {text.strip(): n for n, text in enumerate(textwrap.dedent(NESTED).splitlines(), 1)}
     assert [i.location for i in ci.inner_models(ref["Override"])] == [
-        "python/sglang/srt/models/nested.py:47", "python/sglang/srt/models/nested.py:41"]
+        f"python/sglang/srt/models/nested.py:{line[f'self.language_model = self.make_lm(config) if lm_cls else {llama.name}(config)']}",
+        f"python/sglang/srt/models/nested.py:{line['self.llm = LlamaForCausalLM(config)']}"]
     report = check_tree(an.path, ["Remote"], analysis=an).models[0].to_json(lambda _: True)
     assert report["inner"] == [{"attr": "language_model", "classes": ["LlamaForCausalLM"],
                                 "location": "python/sglang/srt/models/plain_wrapper.py:9"}]
