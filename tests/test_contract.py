@@ -483,6 +483,7 @@ NESTED = """
 from torch import nn
 from sglang.srt.models.llama import LlamaForCausalLM
 from sglang.srt.models.plain_wrapper import PlainVLM
+from transformers import GenerationMixin
 
 
 """ + "".join(f"""
@@ -534,7 +535,11 @@ class Remote(PlainVLM):
     pass
 
 
-EntryClass = [Deep0, Override, Unknowable, DraftLM, Ping, Remote]
+class Mixed(GenerationMixin, Holder):
+    pass
+
+
+EntryClass = [Deep0, Override, Unknowable, DraftLM, Ping, Remote, Mixed]
 """
 
 
@@ -543,18 +548,21 @@ def test_wrappers_are_found_however_deep_whatever_their_bases_hold_and_where(tmp
     wrapper (asked in any order), a subclass's holder overrides its base's and the base's other
     holders still count, a runtime choice beside a known class keeps the known one, a constructor
     that resolves nowhere is a runtime choice, a language model that holds another is no wrapper,
-    two classes holding each other are none, and an inner held in a base class in another module
-    is located there. Each assertion has its twin in the next class."""
+    two classes holding each other are none, an external mixin first in the MRO hides none of the
+    holders after it, and an inner held in a base class in another module is located there. Each
+    assertion has its twin in the next class."""
     an = Analysis(make_tree(tmp_path, {"models/plain_wrapper.py": PLAIN_WRAPPER, "models/nested.py": NESTED}))
     ci = an.classes
     ref = {n: ClassRef("sglang.srt.models.nested", n) for n in
-           ("Deep0", "Deep1", "Deep3", "Holder", "Override", "Unknowable", "DraftLM", "Ping", "Pong", "Remote")}
+           ("Deep0", "Deep1", "Deep3", "Holder", "Override", "Unknowable", "DraftLM", "Ping", "Pong", "Remote", "Mixed")}
     llama = ClassRef("sglang.srt.models.llama", "LlamaForCausalLM")
     assert ci.is_wrapper(ref["Deep0"]) and ci.is_wrapper(ref["Deep3"]) and ci.is_wrapper(ref["Deep1"])
     assert [(i.attr, i.lm) for i in ci.inner_models(ref["Deep0"])] == [("inner", [ref["Deep1"]])]
     assert ci.held(ref["Override"]) == {"language_model": ["?", llama], "llm": [llama]}
     assert [(i.attr, i.lm) for i in ci.inner_models(ref["Override"])] == [("language_model", [llama]),
                                                                            ("llm", [llama])]
+    # an external mixin first in the MRO hides nothing its other bases hold
+    assert [(i.attr, i.lm) for i in ci.inner_models(ref["Mixed"])] == [("language_model", [llama]), ("llm", [llama])]
     assert [(i.attr, i.lm, i.candidates) for i in ci.inner_models(ref["Unknowable"])] == [("language_model", [], ["?"])]
     assert ci.is_causal_lm(ref["DraftLM"]) and ci.inherits_causal_lm(ref["DraftLM"])
     assert not ci.is_wrapper(ref["DraftLM"]) and not ci.inherits_causal_lm(llama) and not ci.is_causal_lm(ref["Holder"])
