@@ -48,7 +48,7 @@ REBASE_BRANCH = "sglpatch-rebase"
 _HUNK = re.compile(r"^@@ -(\d+)(?:,\d+)? \+(\d+)(?:,\d+)? @@", re.M)
 # git's merge messages: "CONFLICT (content): Merge conflict in PATH",
 # "CONFLICT (modify/delete): PATH deleted in HEAD and modified in ...", "... (rename/delete) ..."
-_CONFLICT = re.compile(r"^CONFLICT \([^)]*\): (?:Merge conflict in (\S+)|(\S+) deleted in )", re.M)
+_CONFLICT = re.compile(r"^CONFLICT \([^)]*\): (?:Merge conflict in (.+)|(.+?) deleted in )", re.M)  # names as they are
 
 
 @dataclass

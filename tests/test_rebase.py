@@ -208,6 +208,23 @@ def test_conflict_markers_are_found_in_files_with_spaces_and_quoted_names(tmp_pa
         (queue.path / name).write_text("resolved = True\n")
     assert rebase._has_conflict_markers(queue) == []
 
+
+def test_the_files_git_am_stops_in_are_named_whole(tmp_path):
+    """git am --3way names a conflicted file as it is: a name with a space was cut at it, so the
+    stop named a file that does not exist and the per-file verdicts missed the real one. The twin:
+    a plain name, and a file deleted on one side."""
+    repo, base = make_upstream(tmp_path / "r", {"a b.py": "x = 1\n", "plain.py": "y = 1\n", "gone.py": "z = 1\n"})
+    commit_files(repo, {"a b.py": "x = 2\n", "plain.py": "y = 2\n", "gone.py": "z = 2\n"}, "ours")
+    patch = repo.git.format_patch("-1", "--stdout", strip_newline_in_stdout=False)
+    repo.git.checkout("--quiet", "--detach", base)
+    commit_files(repo, {"a b.py": "x = 3\n", "plain.py": "y = 3\n", "gone.py": None}, "theirs")
+    (tmp_path / "ours.patch").write_text(patch)
+    with pytest.raises(git.GitCommandError) as stopped:
+        with repo.git.custom_environment(**rebase.git_env()):
+            repo.git.am("--3way", str(tmp_path / "ours.patch"))
+    assert "Merge conflict in a b.py" in stopped.value.stdout  # the premise: git's own words
+    assert rebase.conflicted_files(stopped.value.stdout) == ["a b.py", "gone.py", "plain.py"]
+
 def test_skip_drops_the_conflicting_patch(env):
     root = make_repo(env, ["conflict", "clean"])
     assert run_cli(root, "rebase", "--onto", "1.1.0", env=env["env"]).returncode == 1
