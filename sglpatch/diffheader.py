@@ -64,11 +64,16 @@ def git_line_paths(line: str) -> tuple[str, str] | None:
     return a[2:], b[2:]
 
 
+def _spans(text: str) -> list[tuple[int, int]]:
+    """(start, end) of each ``diff --git`` section of ``text``, each to where the next begins."""
+    starts = [m.start() for m in _SECTION.finditer(text)]
+    return list(zip(starts, starts[1:] + [len(text)]))
+
+
 def sections(text: str) -> list[Section]:
     """Every file section of ``text`` (a patch or a ``git diff``), in order."""
-    starts = [m.start() for m in _SECTION.finditer(text)]
     out = []
-    for start, end in zip(starts, starts[1:] + [len(text)]):
+    for start, end in _spans(text):
         lines = text[start:end].splitlines()
         named = git_line_paths(lines[0])
         if named is None:
@@ -96,11 +101,11 @@ def unprefixed_lines(text: str) -> list[str]:
 def with_ab_prefixes(text: str) -> str:
     """``text`` with every section's paths under ``a/`` and ``b/``, whatever prefixes it was made
     with; ValueError names a ``diff --git`` line whose paths cannot be told apart from its prefixes."""
-    starts = [m.start() for m in _SECTION.finditer(text)]
-    if not starts:
+    spans = _spans(text)
+    if not spans:
         return text
-    out = [text[:starts[0]]]
-    for start, end in zip(starts, starts[1:] + [len(text)]):
+    out = [text[:spans[0][0]]]
+    for start, end in spans:
         chunk = text[start:end]
         lines = chunk.splitlines(keepends=True)
         out.append(chunk if git_line_paths(lines[0]) else "".join(_reprefixed(lines)))
