@@ -38,8 +38,8 @@ from .lock import line_lock
 from .pin import PIN_FILE, Artifact, read_pin, render_pin, validate_version
 from .queue import BASE_REF, BRANCH, PatchQueue, format_patch, git_says
 from .hunks import Moves
-from .series import (PATCH_DIR, PatchEntry, commit_matches_patch, parse_patch, read_series, refuse_conflict_markers,
-                     render_series, series_path)
+from .series import (PATCH_DIR, PatchEntry, commit_matches_patch, holds_conflict_markers, parse_patch, read_series,
+                     refuse_conflict_markers, render_series, series_path)
 from .snapshot import read_gitlink
 from .transaction import boundary, rebase_in_progress, resumed, transaction
 
@@ -502,8 +502,10 @@ def _has_conflict_markers(queue: PatchQueue) -> list[str]:
         listed = queue.repo.git.diff("--name-only", "-z", "HEAD", "--") + "\0" + \
             queue.repo.git.diff("--name-only", "-z", "--diff-filter=U")
     files = {f for f in listed.split("\0") if f}
+    # An unmerged path is listed by the first call unless its work-tree file matches HEAD (a
+    # modify/delete kept as ours): the second call names it either way.
     return sorted(f for f in files if (queue.path / f).is_file()
-                  and re.search(r"^(<<<<<<<|>>>>>>>) ", (queue.path / f).read_text(errors="replace"), re.M))
+                  and holds_conflict_markers((queue.path / f).read_text(errors="replace")))
 
 
 def _dry_run(series, onto: str, bases: list[str], pristine: Path, old_pristine: Path) -> dict:

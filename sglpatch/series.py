@@ -252,7 +252,16 @@ def am_subject(subject: str) -> str:
         subject = stripped
 
 
-_CONFLICT_MARKER = re.compile(r"^\+(<<<<<<<|>>>>>>>)(?: |$)", re.M)
+# The lines git writes around a conflict (``<<<<<<< ours``, ``>>>>>>> theirs``); one spelling
+# for a file in the work tree and for a line a patch adds.
+_MARKER = r"(<<<<<<<|>>>>>>>)(?: |$)"
+_CONFLICT_MARKER = re.compile(r"^\+" + _MARKER, re.M)
+_CONFLICT_MARKER_IN_FILE = re.compile(r"^" + _MARKER, re.M)
+
+
+def holds_conflict_markers(text: str) -> bool:
+    """Does this file's text still hold a line git writes around a conflict?"""
+    return _CONFLICT_MARKER_IN_FILE.search(text) is not None
 
 
 def refuse_conflict_markers(text: str, name: str, hint: str) -> None:
