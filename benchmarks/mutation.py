@@ -51,7 +51,7 @@ MODULE_TESTS = {
     "sglpatch/pin.py": ["tests/test_pin.py"],
     "sglpatch/source.py": ["tests/test_source.py", "tests/test_cache_integrity.py"],
     "sglpatch/wheel.py": ["tests/test_build.py", "tests/test_survivors.py"],
-    "sglpatch/contract/classes.py": ["tests/test_contract.py"],
+    "sglpatch/contract/classes.py": ["tests/test_contract.py", "tests/test_suspect.py", "tests/test_contract_production.py"],
     "sglpatch/contract/wrappers.py": ["tests/test_contract.py"],
     "sglpatch/diffheader.py": ["tests/test_diffheader.py", "tests/test_series.py", "tests/test_rebase.py",
                                "tests/test_queue.py"],
