@@ -19,12 +19,17 @@ from .wrappers import Wrappers
 
 __all__ = ["ClassIndex", "ClassRef", "External", "Lookup"]  # the types live in refs.py
 
+# ``__getattr__`` forwarding is followed through at most this many wrappers: a chain that goes on
+# (two classes forwarding to each other) is unknown, not missing.
+FORWARD_DEPTH = 3
+_CLASS_LINE = re.compile(r"^class\s+(\w+)", re.M)
+
 
 class ClassIndex(Wrappers):
     def __init__(self, tree: SourceTree):
         self.tree = tree
         self._mro: dict[ClassRef, list] = {}
-        self._names: dict[str, list[ClassRef]] | None = None
+        self._names: dict[str, dict[str, list[ClassRef]]] = {}  # package -> class name -> classes
         self._lm: dict[ClassRef, bool] = {}
         self._wrapper: dict[ClassRef, bool] = {}
         self._inners: dict[ClassRef, list] = {}
@@ -32,6 +37,7 @@ class ClassIndex(Wrappers):
         self._loader_set: dict[str, str] | None = None
         self._method_defs: dict[tuple, tuple] = {}
         self._lookups: dict[tuple, Lookup] = {}
+        self._subclasses: dict[ClassRef, list[ClassRef]] = {}
 
     @property
     def loader_set(self) -> dict[str, str]:
@@ -67,28 +73,28 @@ class ClassIndex(Wrappers):
         return None
 
     def by_name(self, name: str) -> list[ClassRef]:
-        """Classes called ``name`` (models first), found by a text scan before any parsing."""
+        """Classes called ``name``: the model package's if it has any, else the rest of srt's
+        (whichever was asked for first); a dotted name is the one class it names."""
         if "." in name:
             module, _, cls = name.rpartition(".")
             ref = ClassRef(module, cls)
             return [ref] if self.outline(ref) else []
-        if self._names is None:
-            self._names = {}
-            self._scanned = []
-        pattern = re.compile(r"^class\s+(\w+)", re.M)
         for pkg in (MODELS, SRT):
-            if name in self._names or pkg in self._scanned:
-                break
-            self._scanned.append(pkg)
+            found = [r for r in self._class_names(pkg).get(name, []) if self.outline(r) is not None]
+            if found:
+                return found
+        return []
+
+    def _class_names(self, pkg: str) -> dict[str, list[ClassRef]]:
+        """The classes of a package by name (srt: outside models/), by a text scan before any parsing."""
+        if pkg not in self._names:
+            names = self._names[pkg] = {}
             for mod in self.tree.package_modules(pkg):
                 if pkg == SRT and mod.name.startswith(MODELS + "."):
                     continue
-                src = mod.source
-                if "class " not in src:
-                    continue
-                for m in pattern.finditer(src):
-                    self._names.setdefault(m.group(1), []).append(ClassRef(mod.name, m.group(1)))
-        return [r for r in self._names.get(name, []) if self.outline(r) is not None]
+                for m in _CLASS_LINE.finditer(mod.source):
+                    names.setdefault(m.group(1), []).append(ClassRef(mod.name, m.group(1)))
+        return self._names[pkg]
 
     def model_classes(self) -> list[ClassRef]:
         out = []
@@ -151,9 +157,13 @@ class ClassIndex(Wrappers):
             return Lookup("present", c.qualname, kind, self.location(c, m.line))
         if not on_class and member in self.loader_set:
             return Lookup("present", "the model loader", "set on every model", self.loader_set[member])
-        if not on_class and _depth < 3:
+        if not on_class:
             owner = next((c for c in self.mro(ref) if isinstance(c, ClassRef) and self.outline(c)
                           and self.outline(c).getattr_forward is not None), None)
+            if owner is not None and _depth >= FORWARD_DEPTH:
+                where = self.location(owner, self.outline(owner).members["__getattr__"].line)
+                return Lookup("unknown", None, None, where, f"__getattr__ forwards through more than "
+                              f"{FORWARD_DEPTH} wrappers (or in a circle)")
             if owner is not None:
                 return self._via_getattr(ref, owner, member, _depth)
         if unknown:
@@ -184,9 +194,12 @@ class ClassIndex(Wrappers):
                 unsure.append(f"__getattr__ forwards to {text}, whose class is not known statically")
                 continue
             looks = [(t, self.lookup(t, member, _depth=depth + 1)) for t in targets]
-            missing = [t.name for t, lk in looks if not lk.ok]
+            missing = [t.name for t, lk in looks if lk.status == "missing"]
+            unsettled = [f"{t.name}: {lk.note}" for t, lk in looks if lk.status == "unknown"]
             if missing:
                 lacking.append(f"__getattr__ forwards to {text} ({', '.join(missing)} lacks it)")
+            elif unsettled:
+                unsure.append(f"__getattr__ forwards to {text} ({'; '.join(unsettled)})")
             else:
                 found.append(f"forwarded by __getattr__ to {text} ("
                              + ", ".join(f"{t.name}: {lk.kind}" for t, lk in looks) + ")")
@@ -302,19 +315,23 @@ class ClassIndex(Wrappers):
         return Lookup("missing")
 
     def subclasses(self, ref: ClassRef) -> list[ClassRef]:
-        """Classes in the package whose MRO holds ``ref`` (text prefilter on the class name)."""
-        if not hasattr(self, "_subclasses"):
-            self._subclasses = {}
+        """Classes in the package whose MRO holds ``ref``, however far down: a grandchild names
+        only its parent in its bases, so each class found is searched for in turn."""
         if ref not in self._subclasses:
-            pattern = re.compile(r"^\s*class\s+\w+\s*\([^)]*\b" + re.escape(ref.name) + r"\b", re.M)
-            out = []
-            for mod in self.tree.grep(pattern, literal=ref.name):
-                for name in mod.outline.classes:
-                    sub = ClassRef(mod.name, name)
-                    if sub != ref and ref in self.mro(sub):
+            out, todo = [], [ref]
+            while todo:
+                for sub in self._named_subclasses(todo.pop()):
+                    if sub != ref and sub not in out:
                         out.append(sub)
+                        todo.append(sub)
             self._subclasses[ref] = out
         return self._subclasses[ref]
+
+    def _named_subclasses(self, ref: ClassRef) -> list[ClassRef]:
+        """Classes whose bases name ``ref`` (text prefilter on the class name) and whose MRO holds it."""
+        pattern = re.compile(r"^\s*class\s+\w+\s*\([^)]*\b" + re.escape(ref.name) + r"\b", re.M)
+        return [sub for mod in self.tree.grep(pattern, literal=ref.name) for sub in
+                (ClassRef(mod.name, name) for name in mod.outline.classes) if sub != ref and ref in self.mro(sub)]
 
 
 def _module_base(dotted: str) -> bool:

@@ -1,0 +1,365 @@
+"""The class index (sglpatch/contract/classes.py) on a synthetic tree: what a ``__getattr__`` serves,
+whether a name exists on code that is not a model (``resolves``, the suspect-merge check's
+question), and which classes derive from one however far down. Each verdict has its twin: the
+same class with the one thing that decides it changed.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from sglpatch.contract.classes import FORWARD_DEPTH, ClassIndex
+from sglpatch.contract.refs import ClassRef
+from sglpatch.contract.tree import SourceTree
+from test_contract import make_tree
+
+WANTED = "set_eagle3_layers_to_capture"  # LlamaForCausalLM of the mini tree has it; Plain has not
+FORWARDERS = '''
+from torch import nn
+from sglang.srt.models.llama import LlamaForCausalLM
+
+
+def build(config):
+    return LlamaForCausalLM(config)
+
+
+class Plain:
+    def forward(self):
+        return None
+
+
+class Forwards(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.inner = LlamaForCausalLM(config)
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+class ForwardsToPlain:
+    def __init__(self):
+        self.inner = Plain()
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+class ForwardsToBuilt:
+    def __init__(self, config):
+        self.inner = build(config)
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+class Raises(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.inner = LlamaForCausalLM(config)
+
+    def __getattr__(self, name):
+        return super().__getattr__(name)
+
+
+class ReturnsNone:
+    def __getattr__(self, name):
+        return None
+
+
+class ReturnsValue:
+    def __getattr__(self, name):
+        return 42
+
+
+class TakesNoName:
+    def __getattr__(self, *args):
+        return getattr(self.inner, args[0])
+
+
+class ForwardsSometimes:
+    def __init__(self, config, flag):
+        self.flag = flag
+        self.inner = LlamaForCausalLM(config)
+
+    def __getattr__(self, name):
+        if self.flag:
+            return getattr(self.inner, name)
+        raise AttributeError(name)
+
+
+class ForwardsToNothing:
+    def __getattr__(self, name):
+        return getattr(self.never_set, name)
+
+
+class Inherits(Forwards):
+    pass
+
+
+class Ping:
+    def __init__(self):
+        self.inner = Pong()
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+class Pong:
+    def __init__(self):
+        self.inner = Ping()
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+'''
+
+
+def chain(length: int) -> str:
+    """``Outer0`` forwards to ``Outer1`` ... to ``Outer{length-1}``, which forwards to Llama."""
+    classes = []
+    for i in range(length):
+        inner = f"Outer{i + 1}()" if i + 1 < length else "LlamaForCausalLM(None)"
+        classes.append(f"class Outer{i}:\n    def __init__(self):\n        self.inner = {inner}\n\n"
+                       f"    def __getattr__(self, name):\n        return getattr(self.inner, name)\n")
+    return "from sglang.srt.models.llama import LlamaForCausalLM\n\n\n" + "\n\n".join(classes)
+
+
+@pytest.fixture
+def index(tmp_path):
+    root = make_tree(tmp_path, {"models/forwarders.py": FORWARDERS,
+                                "models/short_chain.py": chain(FORWARD_DEPTH),
+                                "models/long_chain.py": chain(FORWARD_DEPTH + 1),
+                                "managers/shapes.py": SHAPES, "speculative/wider.py": WIDER})
+    return ClassIndex(SourceTree(root))
+
+
+def look(index, module: str, cls: str, member: str = WANTED, **kw):
+    found = index.lookup(ClassRef(f"sglang.srt.{module}", cls), member, **kw)
+    return found.status, found.note
+
+
+@pytest.mark.parametrize("cls, status, note", [
+    ("Forwards", "forwarded", "forwarded by __getattr__ to self.inner (LlamaForCausalLM: method)"),
+    ("Inherits", "forwarded", "forwarded by __getattr__ to self.inner (LlamaForCausalLM: method)"),
+    ("ForwardsToPlain", "missing", "__getattr__ forwards to self.inner (Plain lacks it)"),
+    ("ForwardsToBuilt", "unknown", "__getattr__ forwards to self.inner, whose class is not known statically"),
+    ("ForwardsToNothing", "unknown", "__getattr__ forwards to self.never_set, whose class is not known statically"),
+    ("Raises", "missing", "__getattr__ raises AttributeError for it"),
+    ("ReturnsNone", "missing", "__getattr__ returns None for it"),
+    ("ReturnsValue", "unknown", "__getattr__ returns another value for it"),
+    ("TakesNoName", "unknown", "__getattr__ is not analysable for it"),
+    ("ForwardsSometimes", "unknown", "__getattr__ raises AttributeError for it; other paths forward it"),
+])
+def test_what_a_getattr_serves_decides_the_member(index, cls, status, note):
+    assert look(index, "models.forwarders", cls) == (status, note)
+
+
+def test_a_member_of_the_class_itself_never_asks_its_getattr(index):
+    assert look(index, "models.forwarders", "ForwardsToPlain", "inner")[0] == "present"
+    assert look(index, "models.forwarders", "ForwardsToPlain", "forward")[0] == "forwarded"  # Plain's
+    assert look(index, "models.forwarders", "Raises", "parameters")[0] == "present"  # nn.Module's own
+    # on the class, __getattr__ serves nothing (it runs for instances only)
+    assert look(index, "models.forwarders", "Forwards", on_class=True)[0] == "missing"
+
+
+def test_forwarding_is_followed_through_a_chain_of_wrappers_up_to_its_limit(index):
+    assert look(index, "models.short_chain", "Outer0")[0] == "forwarded"
+    status, note = look(index, "models.long_chain", "Outer0")
+    assert status == "unknown"
+    assert f"(Outer{FORWARD_DEPTH}: __getattr__ forwards through more than {FORWARD_DEPTH} wrappers" in note
+
+
+def test_two_wrappers_forwarding_to_each_other_are_unknown_not_missing(index):
+    status, note = look(index, "models.forwarders", "Ping")
+    assert status == "unknown" and "in a circle" in note
+
+
+SHAPES = '''
+import abc
+import enum
+import functools
+from dataclasses import dataclass
+
+from torch import nn
+from outside import Thing
+
+
+def register(cls):
+    return cls
+
+
+class Base(abc.ABC):
+    limit = 3
+
+    def size(self):
+        return self.limit
+
+
+class Plain(Base):
+    depth: int
+
+    def __init__(self, tall=False):
+        self.width = 1
+        if tall:
+            self.height = 2
+
+    @classmethod
+    def build(cls):
+        return cls()
+
+    @staticmethod
+    def unit():
+        return 1
+
+
+@dataclass
+class Record:
+    name: str
+
+
+@functools.total_ordering
+class Ordered:
+    def __lt__(self, other):
+        return False
+
+
+@register
+class Registered:
+    pass
+
+
+class Dynamic:
+    def __init__(self, **fields):
+        for key, value in fields.items():
+            setattr(self, key, value)
+
+
+class Forwarding:
+    def __getattr__(self, name):
+        return 1
+
+
+class Layer(nn.Module):
+    pass
+
+
+class Colour(enum.Enum):
+    RED = 1
+
+
+class FromOutside(Thing):
+    pass
+
+
+class Late(Thing, Base):
+    pass
+
+
+class Intercepts:
+    def __getattribute__(self, name):
+        return 1
+'''
+WIDER = '''
+from sglang.srt.managers.shapes import Plain
+
+
+class Wider(Plain):
+    pass
+
+
+class Widest(Wider):
+    extra = 1
+'''
+
+
+def resolves(index, cls: str, member: str, module: str = "managers.shapes", **kw):
+    found = index.resolves(ClassRef(f"sglang.srt.{module}", cls), member, **kw)
+    return found.status, found.owner if found.status == "present" else found.note
+
+
+@pytest.mark.parametrize("cls, member, kw, expected", [
+    ("Plain", "size", {}, ("present", "sglang.srt.managers.shapes.Base")),
+    ("Plain", "limit", {}, ("present", "sglang.srt.managers.shapes.Base")),
+    ("Plain", "width", {}, ("present", "sglang.srt.managers.shapes.Plain")),
+    ("Plain", "width", {"on_class": True}, ("missing", "")),
+    ("Plain", "depth", {}, ("present", "sglang.srt.managers.shapes.Plain")),  # an annotation counts
+    ("Plain", "__class__", {}, ("present", "builtins.object")),
+    ("Plain", "breadth", {}, ("missing", "")),
+    ("Record", "name", {}, ("present", "sglang.srt.managers.shapes.Record")),
+    ("Record", "height", {}, ("missing", "")),  # dataclass adds nothing unseen
+    ("Ordered", "height", {}, ("missing", "")),  # neither does total_ordering
+    ("Registered", "height", {}, ("unknown", "may come from Registered (class decorator)")),
+    ("Dynamic", "height", {}, ("unknown", "may come from Dynamic (setattr with a computed name)")),
+    ("Dynamic", "height", {"on_class": True}, ("missing", "")),
+    ("Forwarding", "height", {}, ("unknown", "may come from Forwarding.__getattr__")),
+    ("Layer", "parameters", {}, ("present", "torch.nn.Module")),
+    ("Layer", "height", {}, ("unknown", "may come from torch.nn.Module")),
+    ("Colour", "height", {}, ("unknown", "may come from enum.Enum")),
+    ("FromOutside", "height", {}, ("unknown", "may come from outside.Thing")),
+    ("Late", "size", {}, ("present", "sglang.srt.managers.shapes.Base")),  # past an unknown base
+    ("Intercepts", "height", {}, ("unknown", "may come from Intercepts.__getattr__")),
+])
+def test_whether_a_name_exists_on_code_that_is_not_a_model(index, cls, member, kw, expected):
+    assert resolves(index, cls, member, **kw) == expected
+
+
+def test_subclasses_are_found_however_far_down_and_in_other_modules(index):
+    def names(cls, module="managers.shapes"):
+        return sorted(r.name for r in index.subclasses(ClassRef(f"sglang.srt.{module}", cls)))
+
+    assert names("Base") == ["Late", "Plain", "Wider", "Widest"]
+    assert names("Plain") == ["Wider", "Widest"]
+    assert names("Widest", "speculative.wider") == []
+    # a class with the same name elsewhere is no base of theirs
+    assert names("Plain", "models.forwarders") == []
+    assert resolves(index, "Widest", "size", "speculative.wider") == ("present", "sglang.srt.managers.shapes.Base")
+
+
+def line_of(text: str, needle: str) -> int:
+    return next(i for i, line in enumerate(text.splitlines(), 1) if needle in line)
+
+
+def test_where_a_member_is_found_is_its_own_line(index):
+    plain = ClassRef("sglang.srt.managers.shapes", "Plain")
+    where = "python/sglang/srt/managers/shapes.py:"
+    assert index.resolves(plain, "size").location == where + str(line_of(SHAPES, "def size"))
+    assert index.lookup(plain, "width").location == where + str(line_of(SHAPES, "self.width"))
+    for method in ("build", "unit", "size"):
+        member, location = index.method_params(plain, method)
+        assert location == where + str(line_of(SHAPES, f"def {method}"))
+        assert member.kind == {"build": "classmethod", "unit": "staticmethod"}.get(method, "method")
+    assert index.method_params(plain, "width") == (None, None)  # an attribute is no method
+
+
+@pytest.mark.parametrize("member, kw, status, kind", [
+    ("width", {}, "present", "self-attr (__init__)"),
+    ("height", {}, "present", "self-attr (__init__, conditional)"),
+    ("width", {"on_class": True}, "missing", None),
+    ("limit", {"on_class": True}, "present", "class-attr"),
+    ("depth", {}, "missing", None),  # for a model, an annotation alone sets nothing
+    ("breadth", {}, "missing", None),
+])
+def test_what_a_model_class_has(index, member, kw, status, kind):
+    found = index.lookup(ClassRef("sglang.srt.managers.shapes", "Plain"), member, **kw)
+    assert (found.status, found.kind) == (status, kind)
+
+
+def test_an_external_base_other_than_a_module_leaves_a_model_member_unknown(index):
+    found = index.lookup(ClassRef("sglang.srt.managers.shapes", "FromOutside"), "width")
+    assert (found.status, found.note) == ("unknown", "not found; external base outside.Thing not analysed")
+    assert index.lookup(ClassRef("sglang.srt.managers.shapes", "Late"), "size").status == "present"
+    assert index.lookup(ClassRef("sglang.srt.managers.shapes", "Layer"), "width").status == "missing"
+
+
+def test_classes_are_found_by_name_models_first_whatever_was_asked_before(index):
+    def found(name):
+        return [f"{r.module}.{r.name}" for r in index.by_name(name)]
+
+    for _ in range(2):  # the second round reads what the first scanned: the same answers
+        assert found("Wider") == ["sglang.srt.speculative.wider.Wider"]
+        assert found("Plain") == ["sglang.srt.models.forwarders.Plain"]  # not managers.shapes'
+        assert found("Forwards") == ["sglang.srt.models.forwarders.Forwards"]
+        assert found("Intercepts") == ["sglang.srt.managers.shapes.Intercepts"]
+        assert found("sglang.srt.managers.shapes.Plain") == ["sglang.srt.managers.shapes.Plain"]
+        assert found("sglang.srt.managers.shapes.Nowhere") == []
+        assert found("Nowhere") == []
