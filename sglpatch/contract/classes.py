@@ -96,13 +96,6 @@ class ClassIndex(Wrappers):
                     names.setdefault(m.group(1), []).append(ClassRef(mod.name, m.group(1)))
         return self._names[pkg]
 
-    def model_classes(self) -> list[ClassRef]:
-        out = []
-        for mod in self.tree.package_modules(MODELS):
-            for name in mod.outline.classes:
-                out.append(ClassRef(mod.name, name))
-        return out
-
     # ------------------------------------------------------------ MRO
 
     def bases(self, ref: ClassRef) -> list:
