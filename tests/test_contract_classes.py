@@ -88,6 +88,72 @@ class ForwardsSometimes:
         raise AttributeError(name)
 
 
+class RaisesFirst:
+    def __init__(self, config, flag):
+        self.flag = flag
+        self.inner = LlamaForCausalLM(config)
+
+    def __getattr__(self, name):
+        if not self.flag:
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+
+class ValueFirst:
+    def __init__(self, config, flag):
+        self.flag = flag
+        self.inner = LlamaForCausalLM(config)
+
+    def __getattr__(self, name):
+        if self.flag:
+            return 42
+        return getattr(self.inner, name)
+
+
+class BuiltFirst:
+    def __init__(self, config, flag):
+        self.flag = flag
+        self.built = build(config)
+        self.inner = LlamaForCausalLM(config)
+
+    def __getattr__(self, name):
+        if self.flag:
+            return getattr(self.built, name)
+        return getattr(self.inner, name)
+
+
+class Selective:
+    def __init__(self, config):
+        self.inner = LlamaForCausalLM(config)
+
+    def __getattr__(self, name):
+        if name == "set_eagle3_layers_to_capture":
+            return getattr(self.inner, name)
+        raise AttributeError(name)
+
+
+class ForwardsDeep:
+    def __init__(self, config):
+        self.inner = LlamaForCausalLM(config)
+
+    def __getattr__(self, name):
+        return getattr(self.inner.model, name)
+
+
+class ForwardsToEither:
+    def __init__(self, config, flag):
+        self.inner = LlamaForCausalLM(config) if flag else Forwards(config)
+        self.plain = Plain() if flag else ReturnsNone()
+        self.choice = ForwardsToBuilt(config) if flag else ReturnsValue()
+
+    def __getattr__(self, name):
+        if name == "forward":
+            return getattr(self.plain, name)
+        if name == "unsettled":
+            return getattr(self.choice, name)
+        return getattr(self.inner, name)
+
+
 class ForwardsToNothing:
     def __getattr__(self, name):
         return getattr(self.never_set, name)
@@ -138,20 +204,62 @@ def look(index, module: str, cls: str, member: str = WANTED, **kw):
     return found.status, found.note
 
 
-@pytest.mark.parametrize("cls, status, note", [
-    ("Forwards", "forwarded", "forwarded by __getattr__ to self.inner (LlamaForCausalLM: method)"),
-    ("Inherits", "forwarded", "forwarded by __getattr__ to self.inner (LlamaForCausalLM: method)"),
-    ("ForwardsToPlain", "missing", "__getattr__ forwards to self.inner (Plain lacks it)"),
-    ("ForwardsToBuilt", "unknown", "__getattr__ forwards to self.inner, whose class is not known statically"),
-    ("ForwardsToNothing", "unknown", "__getattr__ forwards to self.never_set, whose class is not known statically"),
-    ("Raises", "missing", "__getattr__ raises AttributeError for it"),
-    ("ReturnsNone", "missing", "__getattr__ returns None for it"),
-    ("ReturnsValue", "unknown", "__getattr__ returns another value for it"),
-    ("TakesNoName", "unknown", "__getattr__ is not analysable for it"),
-    ("ForwardsSometimes", "unknown", "__getattr__ raises AttributeError for it; other paths forward it"),
-])
-def test_what_a_getattr_serves_decides_the_member(index, cls, status, note):
-    assert look(index, "models.forwarders", cls) == (status, note)
+FORWARD_CASES = [
+    ("Forwards", WANTED, "forwarded", "forwarded by __getattr__ to self.inner (LlamaForCausalLM: method)"),
+    ("Inherits", WANTED, "forwarded", "forwarded by __getattr__ to self.inner (LlamaForCausalLM: method)"),
+    ("ForwardsDeep", "layers", "forwarded",
+     "forwarded by __getattr__ to self.inner.model (LlamaModel: self-attr (__init__))"),
+    ("ForwardsToEither", WANTED, "forwarded",
+     "forwarded by __getattr__ to self.inner (LlamaForCausalLM: method, Forwards: __getattr__)"),
+    ("ForwardsToEither", "missing_everywhere", "missing",
+     "__getattr__ forwards to self.inner (LlamaForCausalLM, Forwards lacks it)"),
+    ("ForwardsToEither", "unsettled", "unknown", "__getattr__ forwards to self.choice (ForwardsToBuilt: __getattr__ "
+     "forwards to self.inner, whose class is not known statically; ReturnsValue: __getattr__ returns another "
+     "value for it)"),
+    ("ForwardsToEither", "forward", "missing", "__getattr__ forwards to self.plain (ReturnsNone lacks it)"),
+    ("ForwardsToPlain", WANTED, "missing", "__getattr__ forwards to self.inner (Plain lacks it)"),
+    ("ForwardsToBuilt", WANTED, "unknown", "__getattr__ forwards to self.inner, whose class is not known statically"),
+    ("ForwardsToNothing", WANTED, "unknown",
+     "__getattr__ forwards to self.never_set, whose class is not known statically"),
+    ("Raises", WANTED, "missing", "__getattr__ raises AttributeError for it"),
+    ("ReturnsNone", WANTED, "missing", "__getattr__ returns None for it"),
+    ("ReturnsValue", WANTED, "unknown", "__getattr__ returns another value for it"),
+    ("TakesNoName", WANTED, "unknown", "__getattr__ is not analysable for it"),
+    ("ForwardsSometimes", WANTED, "unknown", "__getattr__ raises AttributeError for it; other paths forward it"),
+    ("RaisesFirst", WANTED, "unknown", "__getattr__ raises AttributeError for it; other paths forward it"),
+    ("ValueFirst", WANTED, "unknown", "__getattr__ returns another value for it; other paths forward it"),
+    ("BuiltFirst", WANTED, "unknown",
+     "__getattr__ forwards to self.built, whose class is not known statically; other paths forward it"),
+    ("Selective", WANTED, "forwarded", "forwarded by __getattr__ to self.inner (LlamaForCausalLM: method)"),
+    ("Selective", "load_weights", "missing", "__getattr__ raises AttributeError for it"),
+]
+
+
+def getattr_location(cls: str) -> str:
+    """Where the ``__getattr__`` that serves ``cls`` is: its own, or the class it inherits it from."""
+    owner = {"Inherits": "Forwards"}.get(cls, cls)
+    lines = FORWARDERS.splitlines()
+    start = lines.index(f"class {owner}:" if f"class {owner}:" in lines else f"class {owner}(nn.Module):")
+    line = next(i for i in range(start, len(lines)) if "def __getattr__" in lines[i]) + 1
+    return f"python/sglang/srt/models/forwarders.py:{line}"
+
+
+@pytest.mark.parametrize("cls, member, status, note", FORWARD_CASES)
+def test_what_a_getattr_serves_decides_the_member(index, cls, member, status, note):
+    found = index.lookup(ClassRef("sglang.srt.models.forwarders", cls), member)
+    assert (found.status, found.note, found.location) == (status, note, getattr_location(cls))
+    forwarded = status == "forwarded"
+    owner = {"Inherits": "Forwards"}.get(cls, cls)
+    assert (found.owner, found.kind) == ((f"sglang.srt.models.forwarders.{owner}", "__getattr__") if forwarded
+                                         else (None, None))
+
+
+def test_one_index_answers_every_getattr_as_a_fresh_one_does(index, tmp_path):
+    """Paths are kept per class and member: asking in the opposite order changes nothing."""
+    ask = [(cls, member) for cls, member, _, _ in FORWARD_CASES]
+    answers = {q: look(index, "models.forwarders", *q) for q in ask}
+    again = ClassIndex(SourceTree(index.tree.root))
+    assert {q: look(again, "models.forwarders", *q) for q in reversed(ask)} == answers
 
 
 def test_a_member_of_the_class_itself_never_asks_its_getattr(index):
@@ -180,8 +288,10 @@ import enum
 import functools
 from dataclasses import dataclass
 
+from megatron.core import nn as megatron_nn
 from torch import nn
 from outside import Thing
+from transformers import PreTrainedModel
 
 
 def register(cls):
@@ -258,6 +368,14 @@ class Late(Thing, Base):
 class Intercepts:
     def __getattribute__(self, name):
         return 1
+
+
+class Reexported(megatron_nn.Module):
+    pass
+
+
+class Hugging(PreTrainedModel):
+    pass
 '''
 WIDER = '''
 from sglang.srt.managers.shapes import Plain
@@ -274,29 +392,35 @@ class Widest(Wider):
 
 def resolves(index, cls: str, member: str, module: str = "managers.shapes", **kw):
     found = index.resolves(ClassRef(f"sglang.srt.{module}", cls), member, **kw)
-    return found.status, found.owner if found.status == "present" else found.note
+    return (found.status, found.owner, found.kind) if found.status == "present" else (found.status, found.note)
 
 
 @pytest.mark.parametrize("cls, member, kw, expected", [
-    ("Plain", "size", {}, ("present", "sglang.srt.managers.shapes.Base")),
-    ("Plain", "limit", {}, ("present", "sglang.srt.managers.shapes.Base")),
-    ("Plain", "width", {}, ("present", "sglang.srt.managers.shapes.Plain")),
+    ("Plain", "size", {}, ("present", "sglang.srt.managers.shapes.Base", "method")),
+    ("Plain", "limit", {}, ("present", "sglang.srt.managers.shapes.Base", "class-attr")),
+    ("Plain", "width", {}, ("present", "sglang.srt.managers.shapes.Plain", "self-attr")),
     ("Plain", "width", {"on_class": True}, ("missing", "")),
-    ("Plain", "depth", {}, ("present", "sglang.srt.managers.shapes.Plain")),  # an annotation counts
-    ("Plain", "__class__", {}, ("present", "builtins.object")),
+    ("Plain", "depth", {}, ("present", "sglang.srt.managers.shapes.Plain", "annotation")),  # an annotation counts
+    ("Plain", "__class__", {}, ("present", "builtins.object", "object")),
     ("Plain", "breadth", {}, ("missing", "")),
-    ("Record", "name", {}, ("present", "sglang.srt.managers.shapes.Record")),
+    ("Record", "name", {}, ("present", "sglang.srt.managers.shapes.Record", "annotation")),
     ("Record", "height", {}, ("missing", "")),  # dataclass adds nothing unseen
     ("Ordered", "height", {}, ("missing", "")),  # neither does total_ordering
     ("Registered", "height", {}, ("unknown", "may come from Registered (class decorator)")),
     ("Dynamic", "height", {}, ("unknown", "may come from Dynamic (setattr with a computed name)")),
     ("Dynamic", "height", {"on_class": True}, ("missing", "")),
     ("Forwarding", "height", {}, ("unknown", "may come from Forwarding.__getattr__")),
-    ("Layer", "parameters", {}, ("present", "torch.nn.Module")),
+    ("Layer", "parameters", {}, ("present", "torch.nn.Module", "nn.Module")),
+    ("Reexported", "parameters", {}, ("present", "torch.nn.Module", "nn.Module")),  # any <pkg>.nn.Module
+    ("Reexported", "height", {}, ("unknown", "may come from megatron.core.nn.Module")),
+    ("Hugging", "from_pretrained", {}, ("present", "transformers.PreTrainedModel", "PreTrainedModel")),
+    ("Hugging", "parameters", {}, ("present", "torch.nn.Module", "nn.Module")),
+    ("Hugging", "height", {}, ("unknown", "may come from transformers.PreTrainedModel")),
+    ("Nowhere", "height", {}, ("unknown", "may come from sglang.srt.managers.shapes.Nowhere")),
     ("Layer", "height", {}, ("unknown", "may come from torch.nn.Module")),
     ("Colour", "height", {}, ("unknown", "may come from enum.Enum")),
     ("FromOutside", "height", {}, ("unknown", "may come from outside.Thing")),
-    ("Late", "size", {}, ("present", "sglang.srt.managers.shapes.Base")),  # past an unknown base
+    ("Late", "size", {}, ("present", "sglang.srt.managers.shapes.Base", "method")),  # past an unknown base
     ("Intercepts", "height", {}, ("unknown", "may come from Intercepts.__getattr__")),
 ])
 def test_whether_a_name_exists_on_code_that_is_not_a_model(index, cls, member, kw, expected):
@@ -312,7 +436,7 @@ def test_subclasses_are_found_however_far_down_and_in_other_modules(index):
     assert names("Widest", "speculative.wider") == []
     # a class with the same name elsewhere is no base of theirs
     assert names("Plain", "models.forwarders") == []
-    assert resolves(index, "Widest", "size", "speculative.wider") == ("present", "sglang.srt.managers.shapes.Base")
+    assert resolves(index, "Widest", "size", "speculative.wider") == ("present", "sglang.srt.managers.shapes.Base", "method")
 
 
 def line_of(text: str, needle: str) -> int:
@@ -329,6 +453,7 @@ def test_where_a_member_is_found_is_its_own_line(index):
         assert location == where + str(line_of(SHAPES, f"def {method}"))
         assert member.kind == {"build": "classmethod", "unit": "staticmethod"}.get(method, "method")
     assert index.method_params(plain, "width") == (None, None)  # an attribute is no method
+    assert index.method_params(ClassRef("sglang.srt.managers.shapes", "Nowhere"), "size") == (None, None)
 
 
 @pytest.mark.parametrize("member, kw, status, kind", [

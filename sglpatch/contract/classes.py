@@ -86,12 +86,11 @@ class ClassIndex(Wrappers):
         return []
 
     def _class_names(self, pkg: str) -> dict[str, list[ClassRef]]:
-        """The classes of a package by name (srt: outside models/), by a text scan before any parsing."""
+        """The classes of a package by name, by a text scan before any parsing (srt's holds the
+        models' too, but is only asked for a name the models lack)."""
         if pkg not in self._names:
             names = self._names[pkg] = {}
             for mod in self.tree.package_modules(pkg):
-                if pkg == SRT and mod.name.startswith(MODELS + "."):
-                    continue
                 for m in _CLASS_LINE.finditer(mod.source):
                     names.setdefault(m.group(1), []).append(ClassRef(mod.name, m.group(1)))
         return self._names[pkg]
