@@ -427,7 +427,7 @@ def test_what_the_loader_sets_on_every_model_and_protocol_checks_are_known(tmp_p
     assert target["set_other"].required
     found = statuses(report, "PlainVLM")
     given = found["every_model_gets_this"]
-    assert given.verdict == "ok" and given.lookup.owner == "the model loader"
+    assert given.verdict == "ok" and (given.lookup.owner, given.lookup.kind) == ("the model loader", "set on every model")
     assert given.lookup.location == f"{SRT}/model_loader/loader.py:5"
     assert found["only_some_models_get_this"].verdict == "unsupported"
     assert found["built_but_not_returned"].verdict == "unsupported"

@@ -235,13 +235,16 @@ FORWARD_CASES = [
 ]
 
 
+def getattr_line(text: str, cls: str) -> int:
+    """The line of the ``__getattr__`` that class ``cls`` of ``text`` defines."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith((f"class {cls}:", f"class {cls}(")))
+    return next(i for i in range(start, len(lines)) if "def __getattr__" in lines[i]) + 1
+
+
 def getattr_location(cls: str) -> str:
     """Where the ``__getattr__`` that serves ``cls`` is: its own, or the class it inherits it from."""
-    owner = {"Inherits": "Forwards"}.get(cls, cls)
-    lines = FORWARDERS.splitlines()
-    start = lines.index(f"class {owner}:" if f"class {owner}:" in lines else f"class {owner}(nn.Module):")
-    line = next(i for i in range(start, len(lines)) if "def __getattr__" in lines[i]) + 1
-    return f"python/sglang/srt/models/forwarders.py:{line}"
+    return f"python/sglang/srt/models/forwarders.py:{getattr_line(FORWARDERS, {'Inherits': 'Forwards'}.get(cls, cls))}"
 
 
 @pytest.mark.parametrize("cls, member, status, note", FORWARD_CASES)
@@ -274,6 +277,10 @@ def test_forwarding_is_followed_through_a_chain_of_wrappers_up_to_its_limit(inde
     assert look(index, "models.short_chain", "Outer0")[0] == "forwarded"
     status, note = look(index, "models.long_chain", "Outer0")
     assert status == "unknown"
+    last = index.lookup(ClassRef("sglang.srt.models.long_chain", f"Outer{FORWARD_DEPTH}"), WANTED,
+                        _depth=FORWARD_DEPTH)
+    line = getattr_line(chain(FORWARD_DEPTH + 1), f"Outer{FORWARD_DEPTH}")
+    assert last.location == f"python/sglang/srt/models/long_chain.py:{line}"
     assert f"(Outer{FORWARD_DEPTH}: __getattr__ forwards through more than {FORWARD_DEPTH} wrappers" in note
 
 
@@ -296,6 +303,10 @@ from transformers import PreTrainedModel
 
 def register(cls):
     return cls
+
+
+def make_base():
+    return object
 
 
 class Base(abc.ABC):
@@ -370,6 +381,44 @@ class Intercepts:
         return 1
 
 
+class Over(Base):
+    def size(self):
+        return super().size() + 1
+
+
+class Deeper(Over):
+    def size(self):
+        return super().size() + 1
+
+
+class Annotated(Base):
+    size: object
+
+
+class Shadow(Base):
+    size = 3
+
+
+class Left(Base):
+    pass
+
+
+class Right(Base):
+    pass
+
+
+class Diamond(Left, Right):
+    pass
+
+
+class Inconsistent(Base, Left):
+    pass
+
+
+class Computed(make_base()):
+    pass
+
+
 class Reexported(megatron_nn.Module):
     pass
 
@@ -431,12 +480,14 @@ def test_subclasses_are_found_however_far_down_and_in_other_modules(index):
     def names(cls, module="managers.shapes"):
         return sorted(r.name for r in index.subclasses(ClassRef(f"sglang.srt.{module}", cls)))
 
-    assert names("Base") == ["Late", "Plain", "Wider", "Widest"]
+    assert names("Base") == ["Annotated", "Deeper", "Diamond", "Inconsistent", "Late", "Left", "Over", "Plain",
+                             "Right", "Shadow", "Wider", "Widest"]
     assert names("Plain") == ["Wider", "Widest"]
     assert names("Widest", "speculative.wider") == []
     # a class with the same name elsewhere is no base of theirs
     assert names("Plain", "models.forwarders") == []
-    assert resolves(index, "Widest", "size", "speculative.wider") == ("present", "sglang.srt.managers.shapes.Base", "method")
+    assert resolves(index, "Widest", "size", "speculative.wider") == \
+        ("present", "sglang.srt.managers.shapes.Base", "method")
 
 
 def line_of(text: str, needle: str) -> int:
@@ -488,3 +539,36 @@ def test_classes_are_found_by_name_models_first_whatever_was_asked_before(index)
         assert found("sglang.srt.managers.shapes.Plain") == ["sglang.srt.managers.shapes.Plain"]
         assert found("sglang.srt.managers.shapes.Nowhere") == []
         assert found("Nowhere") == []
+
+
+def test_where_a_method_s_code_is_found(index):
+    def found(cls, name, **kw):
+        owner, node, member = index.method_def(ClassRef("sglang.srt.managers.shapes", cls), name, **kw)
+        assert (node is None) == (owner is None) == (member is None)
+        return owner and (owner.name, node.lineno)
+
+    size, over = line_of(SHAPES, "def size"), line_of(SHAPES, "return super().size() + 1") - 1
+    assert found("Plain", "size") == ("Base", size)
+    assert found("Deeper", "size")[0] == "Deeper"
+    assert found("Deeper", "size", skip_first=True) == ("Over", over)  # as super() finds it
+    assert found("Over", "size", skip_first=True) == ("Base", size)
+    assert found("Annotated", "size") == ("Base", size)  # an annotation alone defines nothing
+    assert found("Shadow", "size") is None  # a class attribute hides the method
+    assert found("Late", "size") == ("Base", size)  # past the external base before it
+    assert found("Late", "size", past_external=False) is None
+    assert found("Plain", "nothing") is None
+
+
+def test_method_resolution_order_is_python_s_and_survives_what_python_refuses(index):
+    def mro(cls):
+        classes = index.mro(ClassRef("sglang.srt.managers.shapes", cls))
+        return [c.name if isinstance(c, ClassRef) else c.dotted for c in classes]
+
+    assert mro("Diamond") == ["Diamond", "Left", "Right", "Base", "abc.ABC"]
+    # Python refuses this class (Base before its own subclass): every base is still searched
+    assert mro("Inconsistent") == ["Inconsistent", "Base", "abc.ABC", "Left"]
+    assert mro("Computed") == ["Computed", "?"]  # a base computed by a call: known to be unknown
+    assert resolves(index, "Computed", "height") == ("unknown", "may come from ?")
+    assert index.location(ClassRef("sglang.srt.managers.shapes", "Diamond")) == \
+        f"python/sglang/srt/managers/shapes.py:{line_of(SHAPES, 'class Diamond')}"
+    assert index.location(ClassRef("sglang.srt.managers.shapes", "Nowhere")) == "python/sglang/srt/managers/shapes.py:0"
