@@ -10,7 +10,7 @@ import pytest
 
 from sglpatch.contract.classes import FORWARD_DEPTH, ClassIndex
 from sglpatch.contract.refs import ClassRef
-from sglpatch.contract.tree import SourceTree
+from sglpatch.contract.tree import SourceTree, Symbol
 from test_contract import make_tree
 
 WANTED = "set_eagle3_layers_to_capture"  # LlamaForCausalLM of the mini tree has it; Plain has not
@@ -376,6 +376,10 @@ class Late(Thing, Base):
     pass
 
 
+class LateInit(Thing, Plain):
+    pass
+
+
 class Intercepts:
     def __getattribute__(self, name):
         return 1
@@ -480,9 +484,9 @@ def test_subclasses_are_found_however_far_down_and_in_other_modules(index):
     def names(cls, module="managers.shapes"):
         return sorted(r.name for r in index.subclasses(ClassRef(f"sglang.srt.{module}", cls)))
 
-    assert names("Base") == ["Annotated", "Deeper", "Diamond", "Inconsistent", "Late", "Left", "Over", "Plain",
-                             "Right", "Shadow", "Wider", "Widest"]
-    assert names("Plain") == ["Wider", "Widest"]
+    assert names("Base") == ["Annotated", "Deeper", "Diamond", "Inconsistent", "Late", "LateInit", "Left", "Over",
+                             "Plain", "Right", "Shadow", "Wider", "Widest"]
+    assert names("Plain") == ["LateInit", "Wider", "Widest"]
     assert names("Widest", "speculative.wider") == []
     # a class with the same name elsewhere is no base of theirs
     assert names("Plain", "models.forwarders") == []
@@ -572,3 +576,21 @@ def test_method_resolution_order_is_python_s_and_survives_what_python_refuses(in
     assert index.location(ClassRef("sglang.srt.managers.shapes", "Diamond")) == \
         f"python/sglang/srt/managers/shapes.py:{line_of(SHAPES, 'class Diamond')}"
     assert index.location(ClassRef("sglang.srt.managers.shapes", "Nowhere")) == "python/sglang/srt/managers/shapes.py:0"
+
+
+def test_what_calling_a_name_runs(index):
+    def runs(kind, name, module="sglang.srt.managers.shapes", **kw):
+        found = index.callable_def(Symbol(kind, module, name), **kw)
+        return found and (found[0].name, found[1] and found[1].name, found[2], found[3].lineno)
+
+    shapes = "sglang.srt.managers.shapes"
+    init = line_of(SHAPES, "def __init__(self, tall=False)")
+    assert runs("function", "register") == (shapes, None, "register", line_of(SHAPES, "def register"))
+    assert runs("class", "Plain") == (shapes, "Plain", "__init__", init)
+    assert runs("class", "Wider", "sglang.srt.speculative.wider") == (shapes, "Plain", "__init__", init)
+    assert runs("class", "LateInit") == (shapes, "Plain", "__init__", init)  # past the external base
+    assert runs("class", "LateInit", past_external=False) is None  # outside.Thing's __init__ is unseen
+    assert runs("class", "Base") is None  # object's
+    assert runs("function", "no_such_function") is None
+    assert runs("function", "anything", "sglang.srt.no_such_module") is None
+    assert runs("module", None) is None

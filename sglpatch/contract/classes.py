@@ -62,10 +62,10 @@ class ClassIndex(Wrappers):
         if not expr:
             return None
         sym = self.tree.resolve_dotted(module, expr)
-        return self._from_symbol(sym, expr)
+        return self._from_symbol(sym)
 
     @staticmethod
-    def _from_symbol(sym: Symbol, expr: str):
+    def _from_symbol(sym: Symbol):
         if sym.kind == "class":
             return ClassRef(sym.module, sym.name)
         if sym.kind == "external":
