@@ -109,6 +109,7 @@ class LocalIndex:
         import threading
         self.directory = directory
         self.files: dict[str, bytes] = {}
+        self.yanked: dict[str, bool | str] = {}
         class Quiet(http.server.SimpleHTTPRequestHandler):
             def __init__(self, *args, **kwargs):
                 super().__init__(*args, directory=str(directory), **kwargs)
@@ -121,12 +122,16 @@ class LocalIndex:
         self.url = f"{self.base}/simple"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
-    def publish(self, name: str, data: bytes) -> str:
+    def publish(self, name: str, data: bytes, *, yanked: bool | str = False) -> str:
+        """Serve ``name``; ``yanked`` (PEP 592: True or the reason) marks it withdrawn."""
         import hashlib
         import json
         self.files[name] = data
+        if yanked:
+            self.yanked[name] = yanked
         listing = {"files": [{"filename": n, "url": f"{self.base}/files/{n}",
-                              "hashes": {"sha256": hashlib.sha256(d).hexdigest()}}
+                              "hashes": {"sha256": hashlib.sha256(d).hexdigest()},
+                              **({"yanked": self.yanked[n]} if n in self.yanked else {})}
                              for n, d in self.files.items()]}
         (self.directory / "simple" / "sglang").mkdir(parents=True, exist_ok=True)
         (self.directory / "simple" / "sglang" / "index.html").write_text(json.dumps(listing))

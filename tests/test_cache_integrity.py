@@ -141,14 +141,39 @@ def test_a_tag_made_from_other_bytes_without_the_artifact_is_one_error(env, monk
     assert all(s in str(error.value) for s in ("upstream.toml", WRONG, env.sha, "tag -d release/1.0.0"))
 
 
-@pytest.mark.parametrize("message", ["Imported from PyPI: sglang-1.1.0.tar.gz\nsha256: {sha}\n",
-                                     "made by hand\n"])
-def test_a_tag_not_made_from_the_pinned_artifact_is_imported_again(env, monkeypatch, capsys, message):
+@pytest.mark.parametrize("message, reason", [
+    ("Imported from PyPI: sglang-1.1.0.tar.gz\nsha256: {sha}\n",
+     f"was imported from sglang-1.1.0.tar.gz, not from the pinned {SDIST}"),
+    ("made by hand\n", "({forged}) records no artifact it was imported from"),
+])
+def test_a_tag_not_made_from_the_pinned_artifact_is_imported_again(env, monkeypatch, capsys, message, reason):
     commit = imported(env)
-    _commit_with_message(env, commit, "SGLang 1.0.0\n\n" + message.format(sha=env.sha))
+    forged = _commit_with_message(env, commit, "SGLang 1.0.0\n\n" + message.format(sha=env.sha))
     offline(monkeypatch)
     assert imported(env) == commit
-    assert "importing it again" in capsys.readouterr().err
+    said = f"release/1.0.0 in the mirror {reason.format(forged=forged[:12])}: importing it again\n"
+    assert capsys.readouterr().err == said
+
+
+def test_a_tag_an_older_sglpatch_imported_from_a_wheel_is_imported_again(env, capsys):
+    """Wheel imports before Import-Format 2 dropped the executable bits the wheel records; the
+    twin: the same record with the format line is kept."""
+    import io
+    import zipfile
+    wheel = "sglang-1.2.0-py3-none-any.whl"
+    data = io.BytesIO()
+    with zipfile.ZipFile(data, "w") as whl:
+        whl.writestr("sglang/srt/other.py", "VALUE = 3\n")
+        whl.writestr("sglang-1.2.0.dist-info/METADATA", "Name: sglang\nVersion: 1.2.0\n")
+    sha = env.index.publish(wheel, data.getvalue())
+    commit = source.import_release("1.2.0")
+    record = f"SGLang 1.2.0\n\nImported from PyPI: {wheel}\nsha256: {sha}\n"
+    assert mirror_git(env, "log", "-1", "--format=%B", commit) == record + source.WHEEL_FORMAT.strip()
+    assert source.import_release("1.2.0") == commit and capsys.readouterr().err == ""
+    _commit_with_message(env, commit, record, tag="release/1.2.0")
+    assert source.import_release("1.2.0") == commit
+    assert capsys.readouterr().err == ("release/1.2.0 in the mirror was imported from a wheel by an older sglpatch, "
+                                       "which lost executable bits: importing it again\n")
 
 
 def test_another_releases_commit_under_the_tag_is_imported_again(env, monkeypatch, capsys):
@@ -160,14 +185,14 @@ def test_another_releases_commit_under_the_tag_is_imported_again(env, monkeypatc
     assert f"was imported from sglang-1.1.0.tar.gz, not from the pinned {SDIST}" in capsys.readouterr().err
 
 
-def _commit_with_message(env, commit: str, message: str) -> str:
+def _commit_with_message(env, commit: str, message: str, tag: str = "release/1.0.0") -> str:
     """Point the release tag at a commit of the same tree whose record names ``message``."""
     tree = mirror_git(env, "rev-parse", f"{commit}^{{tree}}")
     forged = subprocess.run(["git", "--git-dir", str(env.mirror), "commit-tree", tree, "-m", message],
                             check=True, capture_output=True, text=True,
                             env={**os.environ, "GIT_AUTHOR_NAME": "x", "GIT_AUTHOR_EMAIL": "x@x",
                                  "GIT_COMMITTER_NAME": "x", "GIT_COMMITTER_EMAIL": "x@x"}).stdout.strip()
-    mirror_git(env, "update-ref", "refs/tags/release/1.0.0", forged)
+    mirror_git(env, "update-ref", f"refs/tags/{tag}", forged)
     return forged
 
 

@@ -177,3 +177,20 @@ def test_a_wrong_pin_sha256_fails_though_the_real_release_is_cached_and_in_the_m
     # the twin: the right pin, same cache, offline: the mirror's record of the artifact verifies it
     monkeypatch.setenv("SGLPATCH_INDEX_URL", UNREACHABLE)
     assert source.import_release(PIN.version, PIN) == commit
+
+
+def test_the_released_versions_are_the_final_ones_not_withdrawn_oldest_first(isolated_cache, local_index,
+                                                                            monkeypatch):
+    monkeypatch.setenv("SGLPATCH_INDEX_URL", local_index.url)
+    for name in ("sglang-0.5.10-py3-none-any.whl", "sglang-0.5.9.tar.gz", "sglang-0.5.9-py3-none-any.whl",
+                 "sglang-0.5.2.tar.gz", "sglang-0.5.11rc1-py3-none-any.whl", "sglang-0.5.11.dev3.tar.gz",
+                 "sglang-latest.zip", "sglang-not-a-version.tar.gz", "sglang.whl"):
+        local_index.publish(name, name.encode())
+    local_index.publish("sglang-0.5.12.tar.gz", b"withdrawn", yanked="a broken build")
+    local_index.publish("sglang-0.5.13-py3-none-any.whl", b"withdrawn", yanked=True)
+    assert source.released_versions() == ["0.5.2", "0.5.9", "0.5.10"]
+    # a withdrawn file is offered for nothing: its release is not on the index
+    with pytest.raises(UserError, match="SGLang 0.5.12 is not on the package index"):
+        source.release_artifact("0.5.12", "sdist")
+    assert source.release_artifact("0.5.10", "wheel").read_bytes() == b"sglang-0.5.10-py3-none-any.whl"
+    assert source.release_artifact("0.5.10", "sdist") is None  # a wheel-only release
