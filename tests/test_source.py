@@ -194,3 +194,47 @@ def test_the_released_versions_are_the_final_ones_not_withdrawn_oldest_first(iso
         source.release_artifact("0.5.12", "sdist")
     assert source.release_artifact("0.5.10", "wheel").read_bytes() == b"sglang-0.5.10-py3-none-any.whl"
     assert source.release_artifact("0.5.10", "sdist") is None  # a wheel-only release
+
+
+def test_a_download_that_breaks_off_leaves_no_file_and_says_so(isolated_cache, local_index, monkeypatch):
+    monkeypatch.setenv("SGLPATCH_INDEX_URL", local_index.url)
+    local_index.publish("sglang-3.0.0.tar.gz", b"the release")
+    (local_index.directory / "files" / "sglang-3.0.0.tar.gz").unlink()  # listed, but gone
+    with pytest.raises(UserError) as error:
+        source.release_artifact("3.0.0", "sdist")
+    assert str(error.value) == ("download of sglang-3.0.0.tar.gz failed (File not found): "
+                                "check the connection to PyPI and rerun")
+    assert sorted(p.name for p in (isolated_cache / "artifacts").iterdir()) == []
+
+
+def test_a_download_shows_its_progress_on_a_terminal_only(isolated_cache, local_index, tmp_path):
+    """On a terminal one line counts up to 100 %; into a file or a pipe nothing is written."""
+    import os
+    import pty
+    import subprocess
+    import sys
+    data = os.urandom(3 << 20)  # three blocks of a MiB
+    local_index.publish("sglang-3.1.0.tar.gz", data)
+    code = "from sglpatch import source; print(source.release_artifact('3.1.0', 'sdist').stat().st_size)"
+    env = {**os.environ, "SGLPATCH_INDEX_URL": local_index.url, "SGLPATCH_CACHE": str(isolated_cache),
+           "PYTHONPATH": str(REPO_ROOT)}
+    main, terminal = pty.openpty()
+    done = subprocess.run([sys.executable, "-c", code], stderr=terminal, stdout=subprocess.PIPE, env=env,
+                          timeout=120, check=True)
+    os.close(terminal)
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(main, 4096)
+        except OSError:  # the terminal's other end is closed: all read
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.close(main)
+    assert done.stdout.decode().strip() == str(len(data))
+    label = "downloading sglang-3.1.0.tar.gz"
+    assert shown.decode().replace("\r\n", "\n") == f"\r{label}: 33%\r{label}: 66%\r{label}: 100%\n"
+    (isolated_cache / "artifacts" / "sglang-3.1.0.tar.gz").unlink()
+    quiet = subprocess.run([sys.executable, "-c", code], capture_output=True, env=env, timeout=120, check=True)
+    assert quiet.stderr == b""
