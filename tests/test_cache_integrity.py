@@ -367,3 +367,34 @@ def test_a_cache_of_another_user_is_one_error(env, tmp_path):
         cache = Path("/")  # root's
     result = run_cli(env.root, "prepare", env={"SGLPATCH_CACHE": str(cache)})
     assert_one_line_error(result, str(cache), "belongs to another user", "set SGLPATCH_CACHE to a directory you own")
+
+
+# ---------------------------------------------------------------- what a mismatch tells to do
+
+def test_a_mismatch_names_the_side_to_correct(env):
+    """The index's hash against the bytes it served: download again. The pin's hash against a
+    verified download: correct the pin if it is wrong. A file name the pin does not name: refused
+    before anything is downloaded."""
+    listed = env.index.publish("sglang-1.3.0.tar.gz", sdist_bytes("1.3.0", FILES))
+    (env.index.directory / "files" / "sglang-1.3.0.tar.gz").write_bytes(b"served instead")
+    served = hashlib.sha256(b"served instead").hexdigest()
+    with pytest.raises(UserError) as error:
+        source.release_artifact("1.3.0", "sdist")
+    aside = env.cache / "artifacts" / "sglang-1.3.0.tar.gz.sha256-mismatch"
+    assert str(error.value) == (f"checksum mismatch for sglang-1.3.0.tar.gz: the package index says {listed}, "
+                                f"the file has {served}: rerun to download it again (the file was moved aside "
+                                f"to {aside})")
+    (env.root / "upstream.toml").write_text(pin_text("1.0.0", WRONG))
+    with pytest.raises(UserError) as error:
+        source.release_artifact("1.0.0", "sdist", read_pin(env.root))
+    aside = env.artifact.with_name(f"{SDIST}.sha256-mismatch")
+    assert str(error.value) == (f"checksum mismatch for {SDIST}: upstream.toml says {WRONG}, the file has "
+                                f"{env.sha}: correct the sha256 of {SDIST} in upstream.toml if it is wrong; else "
+                                f"rerun to download the file again (the file was moved aside to {aside})")
+    (env.root / "upstream.toml").write_text(pin_text("1.0.0", env.sha).replace(SDIST, "sglang-1.0.0.post0.tar.gz"))
+    with pytest.raises(UserError) as error:
+        source.release_artifact("1.0.0", "sdist", read_pin(env.root))
+    assert str(error.value) == (f"the index offers {SDIST} but the pin names sglang-1.0.0.post0.tar.gz: "
+                                "correct the artifact file name in upstream.toml")
+    assert sorted(p.name for p in (env.cache / "artifacts").iterdir()) == [
+        f"{SDIST}.sha256-mismatch", "sglang-1.3.0.tar.gz.sha256-mismatch"]
