@@ -19,7 +19,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from helpers import REPO_ROOT, LocalIndex, assert_one_line_error, pin_text, run_cli, sdist_bytes
+from helpers import (AUTHOR_ENV, REPO_ROOT, LocalIndex, assert_one_line_error, make_upstream, pin_text, run_cli,
+                     sdist_bytes)
 from sglpatch import source
 from sglpatch.cache import cache_dir
 from sglpatch.errors import UserError
@@ -398,3 +399,32 @@ def test_a_mismatch_names_the_side_to_correct(env):
                                 "correct the artifact file name in upstream.toml")
     assert sorted(p.name for p in (env.cache / "artifacts").iterdir()) == [
         f"{SDIST}.sha256-mismatch", "sglang-1.3.0.tar.gz.sha256-mismatch"]
+
+
+
+# ---------------------------------------------------------------- the submodule as the source
+
+def test_a_submodule_at_the_pinned_commit_is_imported_as_it_is(env, tmp_path):
+    """The pinned commit itself, fetched from the populated submodule; the twins: a submodule at
+    another commit, a directory that is no repository, and a pin without a commit all import the
+    sdist (the same tree, recorded as made from the artifact)."""
+    upstream, pinned = make_upstream(tmp_path / "upstream", FILES)
+    checkout = Path(upstream.working_tree_dir)
+    (env.root / "upstream.toml").write_text(pin_text("1.0.0", env.sha).replace('commit = ""', f'commit = "{pinned}"'))
+    pin = read_pin(env.root)
+    assert source.import_release("1.0.0", pin, checkout) == pinned
+    assert mirror_git(env, "rev-parse", "release/1.0.0") == pinned
+
+    mirror_git(env, "update-ref", "-d", "refs/tags/release/1.0.0")
+    upstream.git.commit("--allow-empty", "-qm", "moved on", env={**os.environ, **AUTHOR_ENV})
+    from_sdist = source.import_release("1.0.0", pin, checkout)
+    assert from_sdist != pinned
+    assert f"Imported from PyPI: {SDIST}" in mirror_git(env, "log", "-1", "--format=%B", from_sdist)
+    assert mirror_git(env, "rev-parse", f"{from_sdist}^{{tree}}") == mirror_git(env, "rev-parse", f"{pinned}^{{tree}}")
+    upstream.git.checkout("-q", pinned)
+    (tmp_path / "not-a-repository" / ".git").mkdir(parents=True)
+    (env.root / "upstream.toml").write_text(pin_text("1.0.0", env.sha))
+    for submodule, with_pin in ((tmp_path / "not-a-repository", pin), (tmp_path / "missing", pin),
+                                (checkout, read_pin(env.root))):  # the last: a pin without a commit
+        mirror_git(env, "update-ref", "-d", "refs/tags/release/1.0.0")
+        assert source.import_release("1.0.0", with_pin, submodule) == from_sdist
