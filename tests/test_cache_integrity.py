@@ -261,8 +261,16 @@ def test_an_intact_cached_tree_is_reused(env):
     assert (tree / ".sglpatch-commit").stat().st_ino == stamp.st_ino  # not checked out again
 
 
-@pytest.mark.parametrize("damage", ["deleted", "edited", "added", "old stamp"])
-def test_a_damaged_cached_tree_is_checked_out_again(env, capsys, damage):
+CHANGED = "no longer matches its stamp ({} files now; files deleted, added or edited)"
+
+
+@pytest.mark.parametrize("damage, reason", [
+    ("deleted", CHANGED.format(2)), ("edited", CHANGED.format(3)), ("added", CHANGED.format(4)),
+    ("moved", CHANGED.format(3)), ("linked", CHANGED.format(3)), ("linked directory", CHANGED.format(4)),
+    ("old stamp", "has a stamp without a file digest"), ("no stamp", "has no stamp"),
+    ("other commit", "is of another commit"), ("a file in its place", "has no stamp"),
+])
+def test_a_damaged_cached_tree_is_checked_out_again(env, capsys, tmp_path, damage, reason):
     tree = source.pristine_tree("1.0.0", read_pin(env.root))
     stamp = tree / ".sglpatch-commit"
     if damage == "deleted":
@@ -271,14 +279,30 @@ def test_a_damaged_cached_tree_is_checked_out_again(env, capsys, damage):
         (tree / OTHER).write_text("VALUE = 9\n")
     elif damage == "added":
         (tree / "python/sglang/stray.py").write_text("")
-    else:  # the stamp of earlier versions: the commit alone, nothing to check the files against
+    elif damage == "moved":  # the same bytes under another name
+        (tree / OTHER).rename(tree / "python/sglang/srt/stray.py")
+    elif damage == "linked":  # the same bytes, read through a link
+        (tmp_path / "same.py").write_text((tree / OTHER).read_text())
+        (tree / OTHER).unlink()
+        (tree / OTHER).symlink_to(tmp_path / "same.py")
+    elif damage == "linked directory":
+        (tree / "python/sglang/stray").symlink_to(tmp_path)
+    elif damage == "old stamp":  # the stamp of earlier versions: the commit alone, nothing to check against
         stamp.write_text(stamp.read_text().splitlines()[0])
+    elif damage == "no stamp":
+        stamp.unlink()
+    elif damage == "other commit":
+        stamp.write_text("0" * 40 + "\n" + "\n".join(stamp.read_text().splitlines()[1:]) + "\n")
+    else:
+        shutil.rmtree(tree)
+        tree.write_text("not a tree")
     assert source.pristine_tree("1.0.0", read_pin(env.root)) == tree
-    assert f"the cached tree {tree}" in capsys.readouterr().err
-    assert (tree / OTHER).read_text() == "VALUE = 1\n"
+    assert capsys.readouterr().err == f"the cached tree {tree} {reason}: checking it out again\n"
+    assert (tree / OTHER).read_text() == "VALUE = 1\n" and not (tree / OTHER).is_symlink()
     assert not (tree / "python/sglang/stray.py").exists()
-    assert sorted(p.relative_to(tree).as_posix() for p in tree.rglob("*") if p.is_file()) == \
+    assert sorted(p.relative_to(tree).as_posix() for p in tree.rglob("*") if p.is_file() or p.is_symlink()) == \
         sorted([*FILES, ".sglpatch-commit"])
+    assert source.pristine_tree("1.0.0", read_pin(env.root)) == tree and capsys.readouterr().err == ""
 
 
 # ---------------------------------------------------------------- concurrent imports
