@@ -244,10 +244,24 @@ def test_a_corrupt_object_git_cannot_rewrite_is_named_with_the_command_that_clea
     assert result.returncode == 0, result.stderr
 
 
+def test_a_mirror_that_is_no_repository_is_named_with_the_command_that_clears_it(env):
+    env.mirror.mkdir(parents=True)
+    (env.mirror / "HEAD").write_text("not a ref\n")
+    line = assert_one_line_error(prepare(env), f"the git mirror {env.mirror} is corrupt (not a git repository)",
+                                 f"clear it with `rm -rf {env.mirror}` and rerun")
+    assert "Traceback" not in line
+    shutil.rmtree(env.mirror)
+    assert prepare(env, index=None).returncode == 0
+
+
 def test_a_tag_git_cannot_read_is_named_with_the_command_that_clears_it(env):
     assert prepare(env, index=None).returncode == 0
     (env.mirror / "refs" / "tags" / "release" / "1.0.0").write_text("not a sha\n")
-    assert_one_line_error(prepare(env), "release/1.0.0", f"rm -rf {env.mirror}")
+    line = assert_one_line_error(prepare(env), "release/1.0.0", f"rm -rf {env.mirror}")
+    reason = line.partition(" is corrupt (")[2]
+    # git's own last line, without GitPython's framing of the command
+    assert reason.startswith("fatal: ") and "refs/tags/release/1.0.0" in reason, line
+    assert not any(frame in line for frame in ("stderr:", "Cmd(", "exit code(")), line
     shutil.rmtree(env.mirror)
     assert prepare(env).returncode == 0
 
