@@ -150,11 +150,20 @@ def test_a_platform_wheel_release_has_one_wheel_kind_per_x86_64_cpython(isolated
     monkeypatch.setenv("SGLPATCH_INDEX_URL", local_index.url)
     for tag in ("cp313-cp313-manylinux_2_34_x86_64", "cp311-cp311-manylinux_2_34_x86_64",
                 "cp312-cp312-manylinux_2_34_aarch64", "cp312-cp312-manylinux_2_34_x86_64",
-                "cp310-cp310-manylinux_2_34_x86_64"):
+                "cp310-cp310-manylinux_2_34_x86_64", "cp39-cp39-manylinux_2_28_x86_64"):
         local_index.publish(f"sglang-2.0.0-{tag}.whl", tag.encode())
     local_index.publish("sglang-2.1.0-py3-none-any.whl", b"pure")
-    assert source.wheel_kinds("2.0.0") == ["wheel", "wheel-cp310", "wheel-cp312", "wheel-cp313"]
+    # in the order of the Python versions, not of their names (3.9 before 3.10)
+    assert source.wheel_kinds("2.0.0") == ["wheel", "wheel-cp39", "wheel-cp310", "wheel-cp312", "wheel-cp313"]
     assert source.wheel_kinds("2.1.0") == ["wheel"]
+    import hashlib
+    named = {a.kind: (a.filename, a.sha256) for a in source.index_artifacts("2.0.0")}
+    assert list(named) == ["wheel", "wheel-cp39", "wheel-cp310", "wheel-cp312", "wheel-cp313"]  # no sdist
+    assert named["wheel-cp312"] == ("sglang-2.0.0-cp312-cp312-manylinux_2_34_x86_64.whl",
+                                    hashlib.sha256(b"cp312-cp312-manylinux_2_34_x86_64").hexdigest())
+    local_index.publish("sglang-2.1.0.tar.gz", b"source")
+    source._CACHED_LISTING.clear()
+    assert [a.kind for a in source.index_artifacts("2.1.0")] == ["sdist", "wheel"]
     # each kind is that CPython's x86_64 wheel, sha256-verified against the index
     assert source.release_artifact("2.0.0", "wheel").name == "sglang-2.0.0-cp311-cp311-manylinux_2_34_x86_64.whl"
     path = source.release_artifact("2.0.0", "wheel-cp312")
