@@ -99,6 +99,17 @@ class RaisesFirst:
         return getattr(self.inner, name)
 
 
+class NoneFirst:
+    def __init__(self, config, flag):
+        self.flag = flag
+        self.inner = LlamaForCausalLM(config)
+
+    def __getattr__(self, name):
+        if self.flag:
+            return None
+        return getattr(self.inner, name)
+
+
 class ValueFirst:
     def __init__(self, config, flag):
         self.flag = flag
@@ -227,6 +238,7 @@ FORWARD_CASES = [
     ("TakesNoName", WANTED, "unknown", "__getattr__ is not analysable for it"),
     ("ForwardsSometimes", WANTED, "unknown", "__getattr__ raises AttributeError for it; other paths forward it"),
     ("RaisesFirst", WANTED, "unknown", "__getattr__ raises AttributeError for it; other paths forward it"),
+    ("NoneFirst", WANTED, "unknown", "__getattr__ returns None for it; other paths forward it"),
     ("ValueFirst", WANTED, "unknown", "__getattr__ returns another value for it; other paths forward it"),
     ("BuiltFirst", WANTED, "unknown",
      "__getattr__ forwards to self.built, whose class is not known statically; other paths forward it"),
