@@ -58,7 +58,11 @@ MODULE_TESTS = {
                                "tests/test_queue.py"],
 }
 TARGET = 0.90
+# mutmut stops a mutant after 30 times its tests' estimated CPU time (timeout_multiplier 15, twice):
+# a mutant that loops forever in a function the whole contract suite reaches then holds a worker
+# for 25 minutes. 3 (6 times) still leaves a survivor on a loaded 2-core machine room to finish.
 CONFIG = """[tool.mutmut]
+timeout_multiplier = 3.0
 source_paths = ["sglpatch"]
 only_mutate = {only}
 also_copy = {also_copy}
