@@ -111,6 +111,8 @@ def _choose(files: list[RemoteFile], kind: str) -> RemoteFile | None:
     if kind.startswith("wheel-"):
         return next((f for f in files if (m := _CPYTHON_X86_64.search(f.filename))
                      and m.group(1) == kind[len("wheel-"):]), None)
+    if kind != "wheel":
+        raise ValueError(f"unknown artifact kind {kind!r}")
     for tag in PREFERRED_WHEEL_TAGS:
         match = next((f for f in files if f.filename.endswith(f"-{tag}.whl")), None)
         if match:

@@ -216,6 +216,18 @@ def test_a_tag_pointing_to_a_missing_object_is_imported_again(env, monkeypatch, 
     assert mirror_git(env, "rev-parse", "release/1.0.0") == commit
 
 
+def test_a_broken_tag_git_cannot_delete_is_named_with_the_command_that_clears_it(env, monkeypatch):
+    """Another git process holding the mirror's packed-refs lock keeps git from deleting the tag."""
+    imported(env)
+    (env.mirror / "refs" / "tags" / "release" / "1.0.0").write_text("1" * 40 + "\n")
+    (env.mirror / "packed-refs.lock").write_text("")
+    offline(monkeypatch)
+    with pytest.raises(UserError) as error:
+        imported(env)
+    assert str(error.value) == (f"the git mirror {env.mirror} has a broken refs/tags/release/1.0.0 that git cannot "
+                                f"delete: clear it with `rm -rf {env.mirror}` and rerun")
+
+
 @pytest.mark.parametrize("kind", ["blob", "tree"])
 def test_a_commit_missing_an_object_of_its_tree_is_imported_again(env, monkeypatch, capsys, kind):
     commit = imported(env)

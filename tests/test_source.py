@@ -164,6 +164,12 @@ def test_a_platform_wheel_release_has_one_wheel_kind_per_x86_64_cpython(isolated
     local_index.publish("sglang-2.1.0.tar.gz", b"source")
     source._CACHED_LISTING.clear()
     assert [a.kind for a in source.index_artifacts("2.1.0")] == ["sdist", "wheel"]
+    # a pure wheel installs on every Python: the platform wheels beside it are never needed
+    local_index.publish("sglang-2.2.0-py3-none-any.whl", b"pure")
+    local_index.publish("sglang-2.2.0-cp312-cp312-manylinux_2_34_x86_64.whl", b"platform")
+    assert source.wheel_kinds("2.2.0") == ["wheel"]
+    assert source.release_artifact("2.2.0", "wheel").read_bytes() == b"pure"
+    assert source.release_artifact("2.2.0", "wheel-cp311") is None and source.release_artifact("2.2.0", "sdist") is None
     # each kind is that CPython's x86_64 wheel, sha256-verified against the index
     assert source.release_artifact("2.0.0", "wheel").name == "sglang-2.0.0-cp311-cp311-manylinux_2_34_x86_64.whl"
     path = source.release_artifact("2.0.0", "wheel-cp312")
@@ -247,3 +253,21 @@ def test_a_download_shows_its_progress_on_a_terminal_only(isolated_cache, local_
     (isolated_cache / "artifacts" / "sglang-3.1.0.tar.gz").unlink()
     quiet = subprocess.run([sys.executable, "-c", code], capture_output=True, env=env, timeout=120, check=True)
     assert quiet.stderr == b""
+
+
+def test_an_index_listing_without_files_lists_no_release(isolated_cache, local_index, monkeypatch):
+    monkeypatch.setenv("SGLPATCH_INDEX_URL", local_index.url)
+    local_index.publish("sglang-0.5.9.tar.gz", b"x")
+    (local_index.directory / "simple" / "sglang" / "index.html").write_text('{"meta": {"api-version": "1.1"}}')
+    assert source.released_versions() == []
+    with pytest.raises(UserError, match="SGLang 0.5.9 is not on the package index"):
+        source.release_artifact("0.5.9", "sdist")
+
+
+def test_a_git_error_is_told_by_git_s_last_line_without_gitpython_s_framing():
+    import git
+    error = git.exc.GitCommandError(["git", "update-ref"], 128, stderr="error: one\nfatal: the last word X\n")
+    assert source._git_reason(error) == "fatal: the last word X"
+    assert source._git_reason(git.exc.GitCommandError(["git", "fsck"], 1, stderr="")) == "GitCommandError"
+    assert source._git_reason(git.exc.NoSuchPathError("/nowhere")) == "NoSuchPathError"
+    assert source._git_reason(git.exc.InvalidGitRepositoryError("/tmp")) == "not a git repository"
