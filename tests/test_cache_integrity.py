@@ -287,6 +287,17 @@ def test_an_intact_cached_tree_is_reused(env):
     assert (tree / ".sglpatch-commit").stat().st_ino == stamp.st_ino  # not checked out again
 
 
+def test_a_checkout_interrupted_before_its_rename_is_cleared_and_done_again(env):
+    """A killed checkout leaves ``<version>.part`` beside the trees; the next one starts afresh."""
+    trees = env.cache / "trees"
+    (trees / "1.0.0.part" / "python").mkdir(parents=True)
+    (trees / "1.0.0.part" / "python" / "half-written.py").write_text("x = ")
+    tree = source.pristine_tree("1.0.0", read_pin(env.root))
+    assert sorted(p.name for p in trees.iterdir()) == ["1.0.0"]
+    assert sorted(p.relative_to(tree).as_posix() for p in tree.rglob("*") if p.is_file()) == \
+        sorted([*FILES, ".sglpatch-commit"])
+
+
 CHANGED = "no longer matches its stamp ({} files now; files deleted, added or edited)"
 
 
