@@ -114,6 +114,19 @@ class LocalIndex:
             def __init__(self, *args, **kwargs):
                 super().__init__(*args, directory=str(directory), **kwargs)
 
+            def do_GET(self):
+                # PyPI answers a project page in JSON only when asked for it (PEP 691); else HTML
+                if self.path.startswith("/simple/") and \
+                        "application/vnd.pypi.simple.v1+json" not in self.headers.get("Accept", ""):
+                    body = b"<!DOCTYPE html><html><body>a PEP 503 page</body></html>"
+                    self.send_response(200)
+                    self.send_header("Content-Type", "text/html")
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                    return
+                super().do_GET()
+
             def log_message(self, *args):
                 pass
 

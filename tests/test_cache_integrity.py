@@ -165,9 +165,18 @@ def test_a_tag_an_older_sglpatch_imported_from_a_wheel_is_imported_again(env, ca
     data = io.BytesIO()
     with zipfile.ZipFile(data, "w") as whl:
         whl.writestr("sglang/srt/other.py", "VALUE = 3\n")
+        whl.writestr("sglang/srt/", "")  # a directory entry
+        tool = zipfile.ZipInfo("sglang/srt/tool.py")
+        tool.external_attr = 0o100755 << 16
+        whl.writestr(tool, "#!/usr/bin/env python\n")
+        whl.writestr("sglang/srt/kernel.cpython-311-x86_64-linux-gnu.so", b"\x7fELF")
         whl.writestr("sglang-1.2.0.dist-info/METADATA", "Name: sglang\nVersion: 1.2.0\n")
+        whl.writestr("sglang-1.2.0.data/scripts/launch", "#!/bin/sh\n")
     sha = env.index.publish(wheel, data.getvalue())
     commit = source.import_release("1.2.0")
+    # the source as upstream's repository lays it out: no build outputs, the recorded modes kept
+    assert mirror_git(env, "ls-tree", "-r", "--format=%(objectmode) %(path)", commit).splitlines() == [
+        "100644 python/sglang/srt/other.py", "100755 python/sglang/srt/tool.py"]
     record = f"SGLang 1.2.0\n\nImported from PyPI: {wheel}\nsha256: {sha}\n"
     assert mirror_git(env, "log", "-1", "--format=%B", commit) == record + source.WHEEL_FORMAT.strip()
     assert source.import_release("1.2.0") == commit and capsys.readouterr().err == ""

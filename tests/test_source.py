@@ -196,7 +196,7 @@ def test_a_wrong_pin_sha256_fails_though_the_real_release_is_cached_and_in_the_m
 
 def test_the_released_versions_are_the_final_ones_not_withdrawn_oldest_first(isolated_cache, local_index,
                                                                             monkeypatch):
-    monkeypatch.setenv("SGLPATCH_INDEX_URL", local_index.url)
+    monkeypatch.setenv("SGLPATCH_INDEX_URL", local_index.url + "/")  # a trailing slash is no extra path step
     for name in ("sglang-0.5.10-py3-none-any.whl", "sglang-0.5.9.tar.gz", "sglang-0.5.9-py3-none-any.whl",
                  "sglang-0.5.2.tar.gz", "sglang-0.5.11rc1-py3-none-any.whl", "sglang-0.5.11.dev3.tar.gz",
                  "sglang-latest.zip", "sglang-not-a-version.tar.gz", "sglang.whl"):
@@ -271,3 +271,12 @@ def test_a_git_error_is_told_by_git_s_last_line_without_gitpython_s_framing():
     assert source._git_reason(git.exc.GitCommandError(["git", "fsck"], 1, stderr="")) == "GitCommandError"
     assert source._git_reason(git.exc.NoSuchPathError("/nowhere")) == "NoSuchPathError"
     assert source._git_reason(git.exc.InvalidGitRepositoryError("/tmp")) == "not a git repository"
+
+
+def test_a_release_without_an_sdist_or_a_wheel_this_python_takes_is_one_error(isolated_cache, local_index,
+                                                                             monkeypatch):
+    monkeypatch.setenv("SGLPATCH_INDEX_URL", local_index.url)
+    local_index.publish("sglang-4.0.0-cp39-cp39-manylinux_2_28_x86_64.whl", b"only for 3.9")
+    with pytest.raises(UserError) as error:
+        source.import_release("4.0.0")
+    assert str(error.value) == "SGLang 4.0.0 has neither an sdist nor a usable wheel on the index: pick another release"
