@@ -110,6 +110,9 @@ class LocalIndex:
         self.directory = directory
         self.files: dict[str, bytes] = {}
         self.yanked: dict[str, bool | str] = {}
+        self.unsized: set[str] = set()
+        index = self
+
         class Quiet(http.server.SimpleHTTPRequestHandler):
             def __init__(self, *args, **kwargs):
                 super().__init__(*args, directory=str(directory), **kwargs)
@@ -125,6 +128,14 @@ class LocalIndex:
                     self.end_headers()
                     self.wfile.write(body)
                     return
+                name = self.path.removeprefix("/files/")
+                if name in index.unsized:  # sent without Content-Length: the size is known at the end
+                    body = (directory / "files" / name).read_bytes()
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/octet-stream")
+                    self.end_headers()
+                    self.wfile.write(body)
+                    return
                 super().do_GET()
 
             def log_message(self, *args):
@@ -135,13 +146,16 @@ class LocalIndex:
         self.url = f"{self.base}/simple"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
-    def publish(self, name: str, data: bytes, *, yanked: bool | str = False) -> str:
-        """Serve ``name``; ``yanked`` (PEP 592: True or the reason) marks it withdrawn."""
+    def publish(self, name: str, data: bytes, *, yanked: bool | str = False, sized: bool = True) -> str:
+        """Serve ``name``; ``yanked`` (PEP 592: True or the reason) marks it withdrawn; ``sized``
+        False sends it without a Content-Length."""
         import hashlib
         import json
         self.files[name] = data
         if yanked:
             self.yanked[name] = yanked
+        if not sized:
+            self.unsized.add(name)
         listing = {"files": [{"filename": n, "url": f"{self.base}/files/{n}",
                               "hashes": {"sha256": hashlib.sha256(d).hexdigest()},
                               **({"yanked": self.yanked[n]} if n in self.yanked else {})}

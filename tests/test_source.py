@@ -222,17 +222,12 @@ def test_a_download_that_breaks_off_leaves_no_file_and_says_so(isolated_cache, l
     assert sorted(p.name for p in (isolated_cache / "artifacts").iterdir()) == []
 
 
-def test_a_download_shows_its_progress_on_a_terminal_only(isolated_cache, local_index, tmp_path):
-    """On a terminal one line counts up to 100 %; into a file or a pipe nothing is written."""
+def on_a_terminal(code: str, env: dict) -> tuple[str, str]:
+    """Run ``code`` in a child whose stderr is a terminal: (its stdout, what the terminal shows)."""
     import os
     import pty
     import subprocess
     import sys
-    data = os.urandom(3 << 20)  # three blocks of a MiB
-    local_index.publish("sglang-3.1.0.tar.gz", data)
-    code = "from sglpatch import source; print(source.release_artifact('3.1.0', 'sdist').stat().st_size)"
-    env = {**os.environ, "SGLPATCH_INDEX_URL": local_index.url, "SGLPATCH_CACHE": str(isolated_cache),
-           "PYTHONPATH": str(REPO_ROOT)}
     main, terminal = pty.openpty()
     done = subprocess.run([sys.executable, "-c", code], stderr=terminal, stdout=subprocess.PIPE, env=env,
                           timeout=120, check=True)
@@ -247,11 +242,32 @@ def test_a_download_shows_its_progress_on_a_terminal_only(isolated_cache, local_
             break
         shown += chunk
     os.close(main)
-    assert done.stdout.decode().strip() == str(len(data))
+    return done.stdout.decode().strip(), shown.decode().replace("\r\n", "\n")
+
+
+def test_a_download_shows_its_progress_on_a_terminal_only(isolated_cache, local_index):
+    """On a terminal one line counts up to 100 % (in MiB when the size is not sent); into a file or
+    a pipe nothing is written."""
+    import os
+    import subprocess
+    import sys
+    data = os.urandom(3 << 20)  # three blocks of a MiB
+    local_index.publish("sglang-3.1.0.tar.gz", data)
+    local_index.publish("sglang-3.2.0.tar.gz", data, sized=False)
+    code = "from sglpatch import source; print(source.release_artifact('{}', 'sdist').stat().st_size)"
+    # the child imports sglpatch from where this process did (a mutant's copy under mutation testing)
+    here = str(Path(source.__file__).resolve().parent.parent)
+    env = {**os.environ, "SGLPATCH_INDEX_URL": local_index.url, "SGLPATCH_CACHE": str(isolated_cache),
+           "PYTHONPATH": os.pathsep.join(filter(None, [here, os.environ.get("PYTHONPATH")]))}
     label = "downloading sglang-3.1.0.tar.gz"
-    assert shown.decode().replace("\r\n", "\n") == f"\r{label}: 33%\r{label}: 66%\r{label}: 100%\n"
+    assert on_a_terminal(code.format("3.1.0"), env) == (
+        str(len(data)), f"\r{label}: 33%\r{label}: 66%\r{label}: 100%\n")
+    label = "downloading sglang-3.2.0.tar.gz"
+    assert on_a_terminal(code.format("3.2.0"), env) == (
+        str(len(data)), f"\r{label}: 1 MiB\r{label}: 2 MiB\r{label}: 3 MiB\n")
     (isolated_cache / "artifacts" / "sglang-3.1.0.tar.gz").unlink()
-    quiet = subprocess.run([sys.executable, "-c", code], capture_output=True, env=env, timeout=120, check=True)
+    quiet = subprocess.run([sys.executable, "-c", code.format("3.1.0")], capture_output=True, env=env,
+                           timeout=120, check=True)
     assert quiet.stderr == b""
 
 
