@@ -545,7 +545,13 @@ def _checkout(commit: str, target: Path) -> None:
     open_mirror().archive(data, commit, format="tar")
     data.seek(0)
     with tarfile.open(fileobj=data) as tar:
-        tar.extractall(partial, filter="data")
+        try:
+            tar.extractall(partial, filter="data")
+        except tarfile.FilterError as exc:  # only a commit fetched from the submodule can hold one
+            shutil.rmtree(partial, ignore_errors=True)
+            raise UserError(f"the commit {commit[:12]} holds {exc.tarinfo.name}, which a checkout would write "
+                            f"outside its tree ({exc})", "pin a commit of a real release in upstream.toml "
+                            "(or leave the submodule empty: releases are then imported from PyPI)") from None
     count, digest = _tree_digest(partial)
     (partial / STAMP).write_text(f"{commit}\nfiles {count}\nsha256 {digest}\n")
     partial.replace(target)

@@ -498,3 +498,34 @@ def test_a_submodule_at_the_pinned_commit_is_imported_as_it_is(env, tmp_path):
                                 (checkout, read_pin(env.root))):  # the last: a pin without a commit
         mirror_git(env, "update-ref", "-d", "refs/tags/release/1.0.0")
         assert source.import_release("1.0.0", with_pin, submodule) == from_sdist
+
+
+
+def test_a_pinned_commit_holding_a_link_out_of_its_tree_is_refused_and_leaves_nothing(env, tmp_path):
+    """Only a commit fetched from the submodule can hold a symbolic link (artifact imports keep
+    files and directories); one that points outside the checkout is never followed."""
+    upstream, _ = make_upstream(tmp_path / "upstream", FILES)
+    checkout = Path(upstream.working_tree_dir)
+    inside, outside = checkout / "python/sglang/srt/same.py", checkout / "python/sglang/srt/escape"
+    inside.symlink_to("other.py")
+    outside.symlink_to(tmp_path / "secret")
+    upstream.git.add("-A")
+    upstream.git.commit("-qm", "links", env={**os.environ, **AUTHOR_ENV})
+    pinned = upstream.head.commit.hexsha
+    (env.root / "upstream.toml").write_text(pin_text("1.0.0", env.sha).replace('commit = ""', f'commit = "{pinned}"'))
+    assert source.import_release("1.0.0", read_pin(env.root), checkout) == pinned
+    with pytest.raises(UserError) as error:
+        source.pristine_tree("1.0.0", read_pin(env.root))
+    assert str(error.value).startswith(f"the commit {pinned[:12]} holds python/sglang/srt/escape, which a checkout "
+                                       "would write outside its tree (")
+    assert sorted(p.name for p in (env.cache / "trees").iterdir()) == []
+    # the twin: a link inside the tree is checked out as a link
+    outside.unlink()
+    upstream.git.add("-A")
+    upstream.git.commit("-qm", "inside only", env={**os.environ, **AUTHOR_ENV})
+    pinned = upstream.head.commit.hexsha
+    (env.root / "upstream.toml").write_text(pin_text("1.0.0", env.sha).replace('commit = ""', f'commit = "{pinned}"'))
+    mirror_git(env, "update-ref", "-d", "refs/tags/release/1.0.0")
+    assert source.import_release("1.0.0", read_pin(env.root), checkout) == pinned
+    tree = source.pristine_tree("1.0.0", read_pin(env.root))
+    assert os.readlink(tree / "python/sglang/srt/same.py") == "other.py"
