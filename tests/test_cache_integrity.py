@@ -108,6 +108,17 @@ def test_a_wrong_pin_sha256_fails_even_when_everything_is_cached(env):
     assert result.returncode == 0, result.stderr
 
 
+def test_a_wrong_pin_sha256_fails_a_cached_pristine_tree_too(env):
+    """The tree is checked out from the mirror, but only after the pin's sha256 is checked again."""
+    tree = source.pristine_tree("1.0.0", read_pin(env.root))
+    (env.root / "upstream.toml").write_text(pin_text("1.0.0", WRONG))
+    with pytest.raises(UserError, match="checksum mismatch") as error:
+        source.pristine_tree("1.0.0", read_pin(env.root))
+    assert WRONG in str(error.value) and env.sha in str(error.value)
+    (env.root / "upstream.toml").write_text(pin_text("1.0.0", env.sha))
+    assert source.pristine_tree("1.0.0", read_pin(env.root)) == tree
+
+
 def test_a_corrupted_cached_artifact_is_detected_on_next_use(env, monkeypatch):
     commit = imported(env)
     data = bytearray(env.artifact.read_bytes())
@@ -312,6 +323,7 @@ CHANGED = "no longer matches its stamp ({} files now; files deleted, added or ed
 
 @pytest.mark.parametrize("damage, reason", [
     ("deleted", CHANGED.format(2)), ("edited", CHANGED.format(3)), ("added", CHANGED.format(4)),
+    ("added at the top", CHANGED.format(4)),
     ("moved", CHANGED.format(3)), ("linked", CHANGED.format(3)), ("linked directory", CHANGED.format(4)),
     ("old stamp", "has a stamp without a file digest"), ("no stamp", "has no stamp"),
     ("other commit", "is of another commit"), ("a file in its place", "has no stamp"),
@@ -325,6 +337,8 @@ def test_a_damaged_cached_tree_is_checked_out_again(env, capsys, tmp_path, damag
         (tree / OTHER).write_text("VALUE = 9\n")
     elif damage == "added":
         (tree / "python/sglang/stray.py").write_text("")
+    elif damage == "added at the top":  # beside the stamp
+        (tree / "stray.txt").write_text("")
     elif damage == "moved":  # the same bytes under another name
         (tree / OTHER).rename(tree / "python/sglang/srt/stray.py")
     elif damage == "linked":  # the same bytes, read through a link
@@ -345,7 +359,7 @@ def test_a_damaged_cached_tree_is_checked_out_again(env, capsys, tmp_path, damag
     assert source.pristine_tree("1.0.0", read_pin(env.root)) == tree
     assert capsys.readouterr().err == f"the cached tree {tree} {reason}: checking it out again\n"
     assert (tree / OTHER).read_text() == "VALUE = 1\n" and not (tree / OTHER).is_symlink()
-    assert not (tree / "python/sglang/stray.py").exists()
+    assert not (tree / "python/sglang/stray.py").exists() and not (tree / "stray.txt").exists()
     assert sorted(p.relative_to(tree).as_posix() for p in tree.rglob("*") if p.is_file() or p.is_symlink()) == \
         sorted([*FILES, ".sglpatch-commit"])
     assert source.pristine_tree("1.0.0", read_pin(env.root)) == tree and capsys.readouterr().err == ""
