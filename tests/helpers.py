@@ -118,9 +118,12 @@ class LocalIndex:
                 super().__init__(*args, directory=str(directory), **kwargs)
 
             def do_GET(self):
+                if "//" in self.path:  # a URL joined with a doubled slash is no page of PyPI's
+                    self.send_error(404)
+                    return
                 # PyPI answers a project page in JSON only when asked for it (PEP 691); else HTML
-                if self.path.startswith("/simple/") and \
-                        "application/vnd.pypi.simple.v1+json" not in self.headers.get("Accept", ""):
+                accepted = {kind.split(";")[0].strip() for kind in self.headers.get("Accept", "").split(",")}
+                if self.path.startswith("/simple/") and "application/vnd.pypi.simple.v1+json" not in accepted:
                     body = b"<!DOCTYPE html><html><body>a PEP 503 page</body></html>"
                     self.send_response(200)
                     self.send_header("Content-Type", "text/html")

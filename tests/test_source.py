@@ -296,3 +296,15 @@ def test_a_release_without_an_sdist_or_a_wheel_this_python_takes_is_one_error(is
     with pytest.raises(UserError) as error:
         source.import_release("4.0.0")
     assert str(error.value) == "SGLang 4.0.0 has neither an sdist nor a usable wheel on the index: pick another release"
+
+
+def test_the_index_is_pypi_unless_the_environment_names_another(monkeypatch):
+    monkeypatch.delenv("SGLPATCH_INDEX_URL", raising=False)
+    assert source.index_url() == "https://pypi.org/simple"
+    monkeypatch.setenv("SGLPATCH_INDEX_URL", "http://127.0.0.1:9/mirror/simple//")
+    assert source.index_url() == "http://127.0.0.1:9/mirror/simple"
+
+
+def test_an_artifact_kind_nobody_names_is_a_programming_error():
+    with pytest.raises(ValueError, match="unknown artifact kind 'tarball'"):
+        source._choose([], "tarball")
