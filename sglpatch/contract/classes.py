@@ -322,8 +322,11 @@ class ClassIndex(Wrappers):
     def _named_subclasses(self, ref: ClassRef) -> list[ClassRef]:
         """Classes whose bases name ``ref`` (text prefilter on the class name) and whose MRO holds it."""
         pattern = re.compile(r"^\s*class\s+\w+\s*\([^)]*\b" + re.escape(ref.name) + r"\b", re.M)
-        return [sub for mod in self.tree.grep(pattern, literal=ref.name) for sub in
-                (ClassRef(mod.name, name) for name in mod.outline.classes) if sub != ref and ref in self.mro(sub)]
+        found = []
+        for mod in self.tree.grep(pattern, literal=ref.name):
+            subs = (ClassRef(mod.name, name) for name in mod.outline.classes)
+            found.extend(sub for sub in subs if sub != ref and ref in self.mro(sub))
+        return found
 
 
 def _module_base(dotted: str) -> bool:
