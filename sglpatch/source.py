@@ -45,6 +45,10 @@ _CPYTHON_X86_64 = re.compile(r"-(cp3\d+)-\1-manylinux_[0-9_]+_x86_64\.whl$")
 # Where expected hashes come from, as error messages name them.
 PIN_SOURCE = "upstream.toml"
 INDEX_SOURCE = "the package index"
+# Seconds a stalled index may keep us waiting for its next bytes: a hung connection is an error
+# naming the index, never a job that hangs until CI kills it.
+INDEX_TIMEOUT = 60
+DOWNLOAD_TIMEOUT = 120
 
 
 def index_url() -> str:
@@ -69,7 +73,7 @@ def _index_listing() -> dict:
     url = f"{index_url()}/{PROJECT}/"
     request = urllib.request.Request(url, headers={"Accept": "application/vnd.pypi.simple.v1+json"})
     try:
-        with urllib.request.urlopen(request, timeout=60) as response:
+        with urllib.request.urlopen(request, timeout=INDEX_TIMEOUT) as response:
             return json.load(response)
     except (urllib.error.URLError, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", exc)
@@ -201,7 +205,7 @@ def _find_remote(version: str, kind: str) -> RemoteFile | None:
 def _download(remote: RemoteFile, target: Path) -> None:
     partial = target.with_name(target.name + ".part")
     try:
-        with urllib.request.urlopen(remote.url, timeout=120) as response, partial.open("wb") as out:
+        with urllib.request.urlopen(remote.url, timeout=DOWNLOAD_TIMEOUT) as response, partial.open("wb") as out:
             total = int(response.headers.get("Content-Length") or 0)
             done = 0
             for block in iter(lambda: response.read(1 << 20), b""):
@@ -504,6 +508,11 @@ def _commit_tree(mirror: git.Repo, tree: Path, version: str, artifact: Path) -> 
 
 # ---------------------------------------------------------------- trees
 
+# The checkout's own submodule: a pristine tree of the pinned release comes from it when it is
+# populated at the pinned commit (import_release ignores it for every other release).
+SUBMODULE = Path(__file__).resolve().parent.parent / "upstream"
+
+
 def prepare(pin: Pin, root: Path) -> str:
     """Import the pinned release into the mirror; return the base commit."""
     return import_release(pin.version, pin, root / "upstream")
@@ -515,7 +524,7 @@ def pristine_tree(version: str, pin: Pin | None = None) -> Path:
     Its stamp records the commit and a digest of every file; a checkout that no longer matches
     (a file deleted, added or edited) is checked out again."""
     with _mirror_lock(version), _mirror_errors():
-        commit = import_release(version, pin, _default_submodule(pin))
+        commit = import_release(version, pin, SUBMODULE)
         target = cache_dir() / "trees" / version
         problem = _checkout_problem(target, commit)
         if problem is None:
@@ -598,8 +607,3 @@ def _tree_digest(root: Path) -> tuple[int, str]:
             digest.update(data)
     return count, digest.hexdigest()
 
-
-def _default_submodule(pin: Pin | None) -> Path | None:
-    if pin is None:
-        return None
-    return Path(__file__).resolve().parent.parent / "upstream"

@@ -402,6 +402,21 @@ def test_an_import_waits_for_the_mirror_lock(env):
     assert out.strip() == str(env.cache / "trees" / "1.0.0")
 
 
+def test_the_mirror_lock_names_the_release_being_imported(env, monkeypatch):
+    """What a second importer waiting for the lock is told: which release the holder imports."""
+    seen = []
+    real = source._import
+
+    def importing(*args):
+        seen.append((cache_dir() / "mirror.lock").read_text())
+        return real(*args)
+    monkeypatch.setattr(source, "_import", importing)
+    source.pristine_tree("1.1.0")
+    source.import_release("1.0.0", read_pin(env.root))
+    assert seen == [f"{os.getpid()} import of SGLang 1.1.0\n", f"{os.getpid()} import of SGLang 1.0.0\n"]
+    assert (cache_dir() / "mirror.lock").read_text() == ""  # released, and its holder gone with it
+
+
 # ---------------------------------------------------------------- the cache directory itself
 
 def test_an_own_writable_cache_directory_is_used(env):
@@ -513,6 +528,17 @@ def test_a_submodule_at_the_pinned_commit_is_imported_as_it_is(env, tmp_path):
         mirror_git(env, "update-ref", "-d", "refs/tags/release/1.0.0")
         assert source.import_release("1.0.0", with_pin, submodule) == from_sdist
 
+
+def test_a_pristine_tree_of_the_pinned_release_comes_from_the_checkout_s_submodule(env, tmp_path, monkeypatch):
+    """The twin: the same submodule is not used for a release the pin does not pin."""
+    upstream, pinned = make_upstream(tmp_path / "upstream", FILES)
+    (env.root / "upstream.toml").write_text(pin_text("1.0.0", env.sha).replace('commit = ""', f'commit = "{pinned}"'))
+    monkeypatch.setattr(source, "SUBMODULE", Path(upstream.working_tree_dir))
+    tree = source.pristine_tree("1.0.0", read_pin(env.root))
+    assert (tree / source.STAMP).read_text().splitlines()[0] == pinned
+    other = source.pristine_tree("1.1.0", read_pin(env.root))
+    assert "Imported from PyPI: sglang-1.1.0.tar.gz" in mirror_git(env, "log", "-1", "--format=%B", "release/1.1.0")
+    assert (other / OTHER).read_text() == "VALUE = 2\n"
 
 
 def test_a_pinned_commit_holding_a_link_out_of_its_tree_is_refused_and_leaves_nothing(env, tmp_path):

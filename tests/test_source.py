@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import shutil
+import signal
 from pathlib import Path
 
 import pytest
@@ -222,6 +224,59 @@ def test_a_download_that_breaks_off_leaves_no_file_and_says_so(isolated_cache, l
     assert sorted(p.name for p in (isolated_cache / "artifacts").iterdir()) == []
 
 
+@pytest.fixture
+def stalled_server():
+    """A loopback address that accepts connections (the kernel's backlog does) and never answers."""
+    import socket
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(4)
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+
+
+@contextlib.contextmanager
+def hang_fails_after(seconds: int):
+    """A call that ignores its timeout fails the test here instead of hanging the suite."""
+    def hung(signum, frame):
+        raise AssertionError(f"still waiting after {seconds} s: the timeout was not applied")
+    previous = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def test_the_stalled_server_answers_nothing(stalled_server):
+    """The twin of the two tests below: without a timeout, a request to it would wait for ever."""
+    import socket
+    host, port = stalled_server.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=0.3) as client:
+        client.sendall(b"GET /simple/sglang/ HTTP/1.0\r\n\r\n")
+        with pytest.raises(TimeoutError):
+            client.recv(1)
+
+
+def test_a_stalled_index_is_one_error_not_a_hang(isolated_cache, stalled_server, monkeypatch):
+    monkeypatch.setenv("SGLPATCH_INDEX_URL", f"{stalled_server}/simple")
+    monkeypatch.setattr(source, "INDEX_TIMEOUT", 0.5)
+    with pytest.raises(UserError) as error, hang_fails_after(30):
+        source.released_versions()
+    assert str(error.value) == (f"cannot reach the package index {stalled_server}/simple/sglang/ (timed out): "
+                                "connect to PyPI once so the artifact can be cached")
+
+
+def test_a_stalled_download_is_one_error_and_leaves_no_file(isolated_cache, stalled_server, monkeypatch, tmp_path):
+    monkeypatch.setattr(source, "DOWNLOAD_TIMEOUT", 0.5)
+    target = tmp_path / "sglang-3.0.0.tar.gz"
+    with pytest.raises(UserError) as error, hang_fails_after(30):
+        source._download(source.RemoteFile(target.name, f"{stalled_server}/files/{target.name}", "0" * 64), target)
+    assert str(error.value) == ("download of sglang-3.0.0.tar.gz failed (timed out): "
+                                "check the connection to PyPI and rerun")
+    assert list(tmp_path.iterdir()) == []
+
+
 def on_a_terminal(code: str, env: dict) -> tuple[str, str]:
     """Run ``code`` in a child whose stderr is a terminal: (its stdout, what the terminal shows)."""
     import os
@@ -271,6 +326,37 @@ def test_a_download_shows_its_progress_on_a_terminal_only(isolated_cache, local_
     assert quiet.stderr == b""
 
 
+class Terminal:
+    """A stderr that is a terminal and shows only what was flushed to it (a real one shows
+    nothing of a line without its newline until then)."""
+
+    def __init__(self):
+        self.buffered, self.shown = "", []
+
+    def isatty(self):
+        return True
+
+    def write(self, text):
+        self.buffered += text
+
+    def flush(self):
+        self.shown.append(self.buffered)
+        self.buffered = ""
+
+
+def test_a_download_s_progress_is_shown_while_it_runs(isolated_cache, local_index, monkeypatch):
+    """Each figure reaches the terminal when it is printed, not with the last line."""
+    import os
+    import sys
+    monkeypatch.setenv("SGLPATCH_INDEX_URL", local_index.url)
+    local_index.publish("sglang-3.1.0.tar.gz", os.urandom(2 << 20))
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    source.release_artifact("3.1.0", "sdist")
+    label = "downloading sglang-3.1.0.tar.gz"
+    assert terminal.shown[:2] == [f"\r{label}: 50%", f"\r{label}: 100%"]
+
+
 def test_an_index_listing_without_files_lists_no_release(isolated_cache, local_index, monkeypatch):
     monkeypatch.setenv("SGLPATCH_INDEX_URL", local_index.url)
     local_index.publish("sglang-0.5.9.tar.gz", b"x")
@@ -303,6 +389,8 @@ def test_the_index_is_pypi_unless_the_environment_names_another(monkeypatch):
     assert source.index_url() == "https://pypi.org/simple"
     monkeypatch.setenv("SGLPATCH_INDEX_URL", "http://127.0.0.1:9/mirror/simple//")
     assert source.index_url() == "http://127.0.0.1:9/mirror/simple"
+    monkeypatch.setenv("SGLPATCH_INDEX_URL", "http://127.0.0.1:9/PYPI-INDEX/")  # only slashes go
+    assert source.index_url() == "http://127.0.0.1:9/PYPI-INDEX"
 
 
 def test_an_artifact_kind_nobody_names_is_a_programming_error():
