@@ -235,6 +235,41 @@ def test_skip_drops_the_conflicting_patch(env):
     assert "0001-conflict.patch (dropped by the maintainer)" in (root / "CHANGELOG.md").read_text()
 
 
+def test_status_during_a_rebase_says_where_it_stands(env):
+    """Done, stopped at, pending, and the commands; the twin: no rebase, no rebase status."""
+    root = make_repo(env, ["clean", "conflict", "moved"])
+    assert rebase.progress(root) is None
+    rebase.start(root, "1.1.0", commit=NEW_COMMIT)
+    data = rebase.progress(root)
+    assert (data["op"], data["stopped_at"], data["pending"]) == ("rebase --onto 1.1.0", "0002-conflict.patch",
+                                                                 ["0003-moved.patch"])
+    assert [(s["name"], s["verdict"]) for s in data["done"]] == [("0001-clean.patch", "clean")]
+    assert (data["continue"], data["abort"]) == ("python build.py rebase --continue", "python build.py rebase --abort")
+    assert data["text"] == (
+        "a rebase is in progress (`rebase --onto 1.1.0`): resolve the conflict, then `python build.py rebase "
+        "--continue`; `--skip` drops the patch; `python build.py rebase --abort` returns to the state before\n"
+        "= 0001-clean.patch  clean\n"
+        f"! 0002-conflict.patch  stopped: conflict in {RUNNER}\n"
+        "- 0003-moved.patch")
+
+
+def test_a_step_killed_midway_is_shown_interrupted_and_redone_once_by_continue(env):
+    root = make_repo(env, ["clean", "conflict", "moved"])
+    killed = run_cli(root, "rebase", "--onto", "1.1.0", env={**env["env"], "SGLPATCH_CRASH_AT": "rebase:applied"})
+    assert killed.returncode == -9, killed.stderr
+    data = rebase.progress(root)  # 0001 was applied in the work tree, its step not yet recorded
+    assert (data["done"], data["stopped_at"], data["pending"]) == ([], "0001-clean.patch",
+                                                                   ["0002-conflict.patch", "0003-moved.patch"])
+    assert data["text"].splitlines()[1:] == ["! 0001-clean.patch  interrupted", "- 0002-conflict.patch",
+                                             "- 0003-moved.patch"]
+    resumed = run_cli(root, "rebase", "--continue", env=env["env"])
+    assert resumed.returncode == 1 and "stopped at 0002-conflict.patch" in resumed.stdout, resumed.stderr
+    assert [(s["name"], s["verdict"]) for s in rebase.progress(root)["done"]] == [("0001-clean.patch", "clean")]
+    work = git.Repo(root / "build" / "src")
+    new_base = rebase.State.load(root).new_base
+    assert work.git.log("--format=%s", f"{new_base}..HEAD").splitlines() == ["clean: change"], "applied once"
+
+
 def test_abort_returns_exactly_to_the_state_before(env):
     root = make_repo(env, ["clean", "conflict"])
     (root / "CHANGELOG.md").write_text("# Changelog\n\n## [Unreleased]\n- uncommitted note\n")
