@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import ast
 import collections
+import contextlib
 import difflib
 import importlib.util
 import json
@@ -198,7 +199,8 @@ def scored_mutants(workdir: Path, modules: list[str], equivalents: dict[str, str
 
     names = []
     for module in expand(workdir, modules):
-        mutated = mutate_file_contents(module, (workdir / module).read_text())
+        with contextlib.chdir(workdir):  # mutmut reads its configuration from the working directory
+            mutated = mutate_file_contents(module, (workdir / module).read_text())
         copy = workdir / ".sample" / module
         copy.parent.mkdir(parents=True, exist_ok=True)
         copy.write_text(mutated.code)
