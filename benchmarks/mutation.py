@@ -102,7 +102,8 @@ def scratch_copy(dest: Path) -> None:
 MESSAGE_CALLS: dict[str, set | None] = {
     "UserError": None, "Refused": None, "print": None, "say": None, "progress": None, "_say": None,
     "_note": None, "note": None, "warn": None, "write": None, "Problem": {1, 2, "what", "hint"},
-    "ensure_clean": {0}}  # the action it names in its refusal
+    "ensure_clean": {0},  # the action it names in its refusal
+    "decode_utf8": {2, "hint"}}  # the hint of its error
 
 
 class _BlankMessages(ast.NodeTransformer):
