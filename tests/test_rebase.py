@@ -14,7 +14,7 @@ from pathlib import Path
 import git
 import pytest
 
-from helpers import (REPO_ROOT, LocalIndex, assert_one_line_error, commit_files, commit_project, make_upstream,
+from helpers import (AUTHOR_ENV, REPO_ROOT, LocalIndex, assert_one_line_error, commit_files, commit_project, make_upstream,
                      message, patch_text, pin_text, run_cli, sdist_bytes)
 from sglpatch import checks, hunks, rebase, source
 from sglpatch.line import line_dir
@@ -191,6 +191,29 @@ def test_markers_committed_by_hand_never_reach_the_series(env):
     assert run_cli(root, "rebase", "--abort", env=env["env"]).returncode == 0
     assert snapshot(root) == before and read_pin(root).version == "1.0.0"
 
+def test_edits_left_beside_a_resolution_committed_by_hand_are_refused_not_folded_in(env):
+    """The maintainer finished `git am` by hand and then edited another file: `--continue` takes
+    only what was committed, so it refuses and names the edits. The twin: without the stray edit
+    the resolution is taken as it is."""
+    root = make_repo(env, ["clean", "conflict"])
+    assert run_cli(root, "rebase", "--onto", "1.1.0", env=env["env"]).returncode == 1
+    work = git.Repo(root / "build" / "src")
+    (root / "build" / "src" / RUNNER).write_text(V2[RUNNER].replace("line 10 upstream\n", "line ten\n"))
+    work.git.add(RUNNER)
+    work.git.am("--continue")
+    resolution = work.head.commit.hexsha
+    (root / "build" / "src" / OTHER).write_text("VALUE = 'stray'\n")
+    assert_one_line_error(run_cli(root, "rebase", "--continue", env=env["env"]),
+                          "no `git am` is in progress for 0002-conflict.patch", "uncommitted edits")
+    assert work.head.commit.hexsha == resolution and work.is_dirty()
+    work.git.checkout("--", OTHER)
+    result = run_cli(root, "rebase", "--continue", "--json", env=env["env"])
+    assert result.returncode == 0, result.stderr
+    assert verdicts(json.loads(result.stdout)) == {"clean": "clean", "conflict": "merged"}
+    assert "+line ten" in (root / "patches" / "0002-conflict.patch").read_text()
+    assert "stray" not in (root / "patches" / "0002-conflict.patch").read_text()
+
+
 def test_conflict_markers_are_found_in_files_with_spaces_and_quoted_names(tmp_path):
     """A real three-way conflict in files git must quote or that hold spaces; `--name-only` split at
     whitespace lost them. The twin: once resolved, nothing is reported."""
@@ -207,6 +230,38 @@ def test_conflict_markers_are_found_in_files_with_spaces_and_quoted_names(tmp_pa
     for name in ("a b/c d.py", "caf\u00e9.py"):
         (queue.path / name).write_text("resolved = True\n")
     assert rebase._has_conflict_markers(queue) == []
+
+
+def test_conflict_markers_are_found_in_a_file_that_is_not_utf8(tmp_path):
+    """A Latin-1 source file with a conflict: its markers are found, its bytes no reason to fail.
+    The twin: resolved, nothing is reported."""
+    repo, base = make_upstream(tmp_path / "r", {"latin.py": "x = 1\n"})
+    root = Path(repo.working_tree_dir)
+    for branch, value in (("ours", b"x = 2  # caf\xe9\n"), ("theirs", b"x = 3  # na\xefve\n")):
+        repo.git.checkout("--quiet", "-b", branch, base)
+        (root / "latin.py").write_bytes(value)
+        repo.git.commit("-qam", branch, env={**AUTHOR_ENV})
+    with pytest.raises(git.GitCommandError):
+        repo.git.merge("--quiet", "ours")
+    queue = PatchQueue(tmp_path, work_tree=root)
+    assert rebase._has_conflict_markers(queue) == ["latin.py"]
+    (root / "latin.py").write_bytes(b"x = 4  # r\xe9solu\n")
+    assert rebase._has_conflict_markers(queue) == []
+
+
+def test_a_file_upstream_deleted_is_found_unresolved_whatever_its_name_holds(tmp_path):
+    """git lists unmerged paths as `mode sha stage<TAB>path`; a path may hold a tab itself. The
+    twin: once the maintainer stages the file, it is resolved."""
+    names = ["plain.py", "tab\there.py", "space here.py"]
+    repo, base = make_upstream(tmp_path / "r", {name: "x = 1\n" for name in names})
+    commit_files(repo, {name: "x = 2\n" for name in names}, "ours: the patch changes them")
+    repo.git.checkout("--quiet", "-b", "theirs", base)
+    commit_files(repo, {name: None for name in names}, "theirs: upstream deletes them")
+    with pytest.raises(git.GitCommandError):
+        repo.git.merge("--quiet", "master" if "master" in repo.heads else "main")
+    assert rebase._deleted_upstream_unresolved(repo) == sorted(names)
+    repo.git.add("--", "tab\there.py")
+    assert rebase._deleted_upstream_unresolved(repo) == sorted(["plain.py", "space here.py"])
 
 
 def test_the_files_git_am_stops_in_are_named_whole(tmp_path):
@@ -268,6 +323,20 @@ def test_a_step_killed_midway_is_shown_interrupted_and_redone_once_by_continue(e
     work = git.Repo(root / "build" / "src")
     new_base = rebase.State.load(root).new_base
     assert work.git.log("--format=%s", f"{new_base}..HEAD").splitlines() == ["clean: change"], "applied once"
+
+
+def test_abort_reports_the_steps_done_and_with_a_damaged_journal_still_the_release(env):
+    root = make_repo(env, ["clean", "conflict"])
+    before = snapshot(root)
+    rebase.start(root, "1.1.0", commit=NEW_COMMIT)
+    report = rebase.resume(root, "abort")
+    assert (report["onto"], report["aborted"]) == ("1.1.0", True)
+    assert [(p["name"], p["verdict"]) for p in report["patches"]] == [("0001-clean.patch", "clean")]
+    assert snapshot(root) == before
+    rebase.start(root, "1.1.0", commit=NEW_COMMIT)
+    (root / "build" / "rebase" / "state.json").write_text("{x")  # the journal lost: the release is in the op
+    assert rebase.resume(root, "abort") == {"onto": "1.1.0", "aborted": True, "patches": []}
+    assert snapshot(root) == before
 
 
 def test_abort_returns_exactly_to_the_state_before(env):
