@@ -339,6 +339,25 @@ def test_abort_reports_the_steps_done_and_with_a_damaged_journal_still_the_relea
     assert snapshot(root) == before
 
 
+def test_continue_without_its_journal_is_one_error_and_abort_still_works(env):
+    """The patches the rebase started from are there, its journal is not: never guessed, named.
+    The twin: with the journal, the same --continue gets as far as the unresolved conflict."""
+    from sglpatch.errors import UserError
+    root = make_repo(env, ["clean", "conflict"])
+    before = snapshot(root)
+    rebase.start(root, "1.1.0", commit=NEW_COMMIT)
+    with pytest.raises(UserError, match="conflict markers remain"):
+        rebase.resume(root, "continue")
+    journal = root / "build" / "rebase" / "state.json"
+    journal.unlink()
+    for action in ("continue", "skip"):
+        with pytest.raises(UserError) as error:
+            rebase.resume(root, action)
+        assert str(error.value) == (f"the rebase journal {journal} is missing: `python build.py rebase --abort` "
+                                    "returns to the state before the rebase")
+    assert rebase.resume(root, "abort")["aborted"] and snapshot(root) == before
+
+
 def test_abort_returns_exactly_to_the_state_before(env):
     root = make_repo(env, ["clean", "conflict"])
     (root / "CHANGELOG.md").write_text("# Changelog\n\n## [Unreleased]\n- uncommitted note\n")
