@@ -358,6 +358,38 @@ def test_continue_without_its_journal_is_one_error_and_abort_still_works(env):
     assert rebase.resume(root, "abort")["aborted"] and snapshot(root) == before
 
 
+def test_a_patch_copy_changed_during_a_rebase_stops_it_named(env):
+    """The rebase replays the copies it took at its start; one edited since is never applied. The
+    twin: the untouched copy of the same series goes through."""
+    from sglpatch.errors import UserError
+    root = make_repo(env, ["conflict", "moved"])
+    before = snapshot(root)
+    rebase.start(root, "1.1.0", commit=NEW_COMMIT)
+    copy = root / "build" / "rebase" / "patches" / "0002-moved.patch"
+    original = copy.read_bytes()
+    copy.write_bytes(original.replace(b"line thirty", b"line 30 edited"))
+    with pytest.raises(UserError) as error:
+        rebase.resume(root, "skip")
+    assert str(error.value) == (f"{copy} is not the 0002-moved.patch the rebase started from: "
+                                "`rebase --abort` returns to the state before the rebase")
+    copy.write_bytes(original)
+    assert verdicts(rebase.resume(root, "continue")) == {"conflict": "skipped", "moved": "merged"}
+    assert snapshot(root) != before
+
+
+def test_a_rebase_killed_after_its_last_step_finishes_on_continue(env):
+    root = make_repo(env, ["clean", "moved"])
+    killed = run_cli(root, "rebase", "--onto", "1.1.0", env={**env["env"], "SGLPATCH_CRASH_AT": "rebase:finished-work-tree"})
+    assert killed.returncode == -9, killed.stderr
+    data = rebase.progress(root)
+    assert (data["stopped_at"], data["pending"]) == (None, [])
+    assert [(s["name"], s["verdict"]) for s in data["done"]] == [("0001-clean.patch", "clean"), ("0002-moved.patch", "merged")]
+    result = run_cli(root, "rebase", "--continue", "--json", env=env["env"])
+    assert result.returncode == 0, result.stderr
+    assert verdicts(json.loads(result.stdout)) == {"clean": "clean", "moved": "merged"}
+    assert read_pin(root).version == "1.1.0" and rebase.progress(root) is None
+
+
 def test_abort_returns_exactly_to_the_state_before(env):
     root = make_repo(env, ["clean", "conflict"])
     (root / "CHANGELOG.md").write_text("# Changelog\n\n## [Unreleased]\n- uncommitted note\n")
