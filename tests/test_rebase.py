@@ -114,6 +114,8 @@ def test_every_verdict_but_conflict_and_the_repository_after(env):
     assert f"{RUNNER}:27->32" in details["0002-moved.patch"]
     assert "already contains" in details["0003-textual.patch"]
     assert "check:test-kimi-delegates" in details["0004-semantic.patch"]
+    files = {p["name"]: p["files"] for p in report["patches"]}  # a dropped patch still names what it changed
+    assert (files["0003-textual.patch"], files["0004-semantic.patch"]) == ([KIMI], [KIMI])
     # pin, series, patch files, gitlink and CHANGELOG all moved to 1.1.0
     pin = read_pin(root)
     assert (pin.version, pin.tag, pin.commit, pin.series_release) == ("1.1.0", "v1.1.0", NEW_COMMIT, 1)
@@ -388,6 +390,55 @@ def test_a_rebase_killed_after_its_last_step_finishes_on_continue(env):
     assert result.returncode == 0, result.stderr
     assert verdicts(json.loads(result.stdout)) == {"clean": "clean", "moved": "merged"}
     assert read_pin(root).version == "1.1.0" and rebase.progress(root) is None
+
+
+MOVED_RUNNER = "python/sglang/srt/model_executor/runner.py"
+
+
+def test_a_patch_upstream_made_with_other_context_merges_to_no_change_and_is_dropped(env):
+    """1.2.0 has our line 30 and a changed line 27, so the patch does not reverse-apply, yet the
+    three-way merge leaves nothing to commit: obsolete, named by what happened. The twin: 1.1.0,
+    where the same patch merges with a change."""
+    env["index"].publish("sglang-1.2.0.tar.gz", sdist_bytes("1.2.0", {
+        **V1, RUNNER: V1[RUNNER].replace("line 30\n", "line thirty\n").replace("line 27\n", "line 27 upstream\n")}))
+    root = make_repo(env, ["clean", "moved"])
+    assert verdicts(rebase.start(root, "1.1.0", dry_run=True)) == {"clean": "clean", "moved": "merged"}
+    report = rebase.start(root, "1.2.0", commit=NEW_COMMIT)
+    (moved,) = [p for p in report["patches"] if p["name"] == "0002-moved.patch"]
+    assert (moved["verdict"], moved["detail"], moved["files"]) == (
+        "obsolete", "merges to no change on SGLang 1.2.0", [RUNNER])
+    assert read_series_names(root) == ["0001-clean.patch"]
+    assert "0002-moved.patch (upstreamed in 1.2.0)" in (root / "CHANGELOG.md").read_text()
+
+
+def test_a_conflict_in_a_file_upstream_moved_names_both_paths(env):
+    env["index"].publish("sglang-1.3.0.tar.gz", sdist_bytes("1.3.0", {
+        **{k: v for k, v in V2.items() if k != RUNNER}, MOVED_RUNNER: V2[RUNNER]}))
+    root = make_repo(env, ["conflict"])
+    (patch,) = rebase.start(root, "1.3.0", dry_run=True)["patches"]
+    assert (patch["verdict"], patch["detail"], patch["files"]) == (
+        "conflict", f"three-way merge stopped in {MOVED_RUNNER}; {RUNNER} moved to {MOVED_RUNNER} upstream",
+        [MOVED_RUNNER])
+
+
+def test_a_rebase_passes_its_named_step_boundaries_in_order(env, tmp_path, monkeypatch):
+    """The crash tests kill a rebase at each of these (by name or by count); a step that loses or
+    renames one is no longer proven to recover. After `prepare`'s own transaction: the start,
+    each patch (its state saved before and after it is applied), the stop, and on `--skip` the
+    end, whose files are written under the journal."""
+    listing = tmp_path / "boundaries"
+    monkeypatch.setenv("SGLPATCH_BOUNDARIES", str(listing))
+    root = make_repo(env, ["clean", "conflict"])
+    rebase.start(root, "1.1.0", commit=NEW_COMMIT)
+    assert listing.read_text().split()[3:] == [
+        "journal:rebase", "rebase:state", "rebase:on-new-base",
+        "rebase:state", "rebase:state", "rebase:applied", "rebase:state",
+        "rebase:state", "rebase:applied", "rebase:state"]
+    listing.unlink()
+    rebase.resume(root, "skip")
+    assert listing.read_text().split() == [
+        "rebase:state", "rebase:finished-work-tree", "journal:committing", "file:CHANGELOG.md",
+        "file:patches/0002-conflict.patch", "file:patches/series", "file:upstream.toml", "gitlink", "journal:cleared"]
 
 
 def test_abort_returns_exactly_to_the_state_before(env):
@@ -750,6 +801,37 @@ def test_a_clean_merge_that_calls_a_method_upstream_renamed_is_suspect(env, tmp_
     assert result.returncode == 0, result.stdout + result.stderr
     assert json.loads(result.stdout)["patches"][0]["detail"] == "suspect merge accepted by the maintainer"
     assert "+        return self.new_name()" in (root / "patches" / "0001-use.patch").read_text()
+
+
+METHODS = [f"m{i}" for i in range(1, 5)]
+HELPER_MANY = ("class Helper:\n    def __init__(self):\n        self.ready = True\n\n"
+               + "".join(f"    def {m}(self):\n        return {i}\n\n" for i, m in enumerate(METHODS))
+               + "".join(f"    # pad {i}\n" for i in range(10)))
+
+
+@pytest.mark.parametrize("used, shown, more", [(1, 1, ""), (3, 3, ""), (4, 3, " (+1 more)")])
+def test_a_suspect_verdict_names_at_most_three_findings_and_counts_the_rest(env, tmp_path, used, shown, more):
+    """4.1.0 renames every method of Helper; the patch calls ``used`` of them."""
+    files = {**V1, HELPER: HELPER_MANY}
+    sha = env["index"].publish("sglang-4.0.0.tar.gz", sdist_bytes("4.0.0", files))
+    renamed = HELPER_MANY
+    for m in METHODS:
+        renamed = renamed.replace(f"def {m}(self)", f"def new_{m}(self)")
+    env["index"].publish("sglang-4.1.0.tar.gz", sdist_bytes("4.1.0", {**files, HELPER: renamed}))
+    upstream, base = make_upstream(tmp_path / "upstream-4", files)
+    calls = HELPER_MANY + "".join(f"\n    def use_{m}(self):\n        return self.{m}()\n" for m in METHODS[:used])
+    root = tmp_path / "project-4"
+    (root / "patches").mkdir(parents=True)
+    (root / "upstream.toml").write_text(pin_text("4.0.0", sha))
+    (root / "patches" / "0001-use.patch").write_text(
+        patch_text(upstream, base, {HELPER: calls}, message("helper: use its methods", drop=NEVER)))
+    (root / "patches" / "series").write_text("0001-use.patch\n")
+    commit_project(root, OLD_COMMIT)
+    (patch,) = rebase.start(root, "4.1.0", dry_run=True)["patches"]
+    assert patch["verdict"] == "suspect"
+    assert patch["detail"].startswith(f"merged, but {used} suspect: python/sglang/srt/helper.py:")
+    assert patch["detail"].count("Helper has no method") == shown
+    assert patch["detail"].endswith(f"4.0.0 has it at python/sglang/srt/helper.py:{5 + 3 * (shown - 1)}){more}")
 
 
 def conflict_and_suspect_project(env, tmp_path) -> Path:
