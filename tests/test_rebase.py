@@ -441,6 +441,18 @@ def test_a_rebase_passes_its_named_step_boundaries_in_order(env, tmp_path, monke
         "file:patches/0002-conflict.patch", "file:patches/series", "file:upstream.toml", "gitlink", "journal:cleared"]
 
 
+def test_the_cli_pins_the_commit_it_is_given_and_none_without(env):
+    root = make_repo(env, ["clean"])
+    result = run_cli(root, "rebase", "--onto", "1.1.0", "--commit", NEW_COMMIT, env=env["env"])
+    assert result.returncode == 0, result.stderr
+    assert read_pin(root).commit == NEW_COMMIT
+    assert git.Repo(root).git.ls_files("--stage", "upstream").startswith(f"160000 {NEW_COMMIT} ")
+    env["index"].publish("sglang-1.2.0.tar.gz", sdist_bytes("1.2.0", V2))
+    result = run_cli(root, "rebase", "--onto", "1.2.0", env=env["env"])
+    assert result.returncode == 0, result.stderr
+    assert read_pin(root).commit is None
+
+
 def test_abort_returns_exactly_to_the_state_before(env):
     root = make_repo(env, ["clean", "conflict"])
     (root / "CHANGELOG.md").write_text("# Changelog\n\n## [Unreleased]\n- uncommitted note\n")
