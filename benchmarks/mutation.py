@@ -46,7 +46,8 @@ SERIES_MODULES = ("sglpatch/rebase.py", "sglpatch/queue.py", "sglpatch/series.py
 # mutmut's first phase (the tests run once traced, once clean) takes seconds, not the whole fast
 # set's half hour; `--tests` overrides, `--tests tests` is the whole fast set.
 MODULE_TESTS = {
-    "sglpatch/rebase.py": ["tests/test_rebase.py", "tests/test_survivors.py", "tests/test_rebase_releases.py"],
+    "sglpatch/rebase.py": ["tests/test_rebase.py", "tests/test_survivors.py", "tests/test_rebase_releases.py",
+                           "tests/test_cli.py"],
     "sglpatch/queue.py": ["tests/test_queue.py", "tests/test_queue_stateful.py"],
     "sglpatch/series.py": ["tests/test_series.py", "tests/test_series_content.py", "tests/test_import.py"],
     "sglpatch/line.py": ["tests/test_lines.py", "tests/test_rebase.py", "tests/test_survivors.py"],
@@ -103,7 +104,8 @@ MESSAGE_CALLS: dict[str, set | None] = {
     "UserError": None, "Refused": None, "print": None, "say": None, "progress": None, "_say": None,
     "_note": None, "note": None, "warn": None, "write": None, "Problem": {1, 2, "what", "hint"},
     "ensure_clean": {0},  # the action it names in its refusal
-    "decode_utf8": {2, "hint"}}  # the hint of its error
+    "decode_utf8": {2, "hint"},  # the hint of its error
+    "add_argument": {"help"}, "add_parser": {"help", "description"}}  # what --help says
 
 
 class _BlankMessages(ast.NodeTransformer):

@@ -195,10 +195,10 @@ def parser() -> argparse.ArgumentParser:
             ("push", cmd_push, "apply the next patch, up to and including NAME, or --all"),
             ("pop", cmd_pop, "unapply the top patch, down to and including NAME, or --all")):
         cmd = add(name, func, help_text)
-        cmd.add_argument("name", nargs="?")
-        cmd.add_argument("--all", action="store_true")
+        cmd.add_argument("name", nargs="?", metavar="NAME", help="a patch of the series (e.g. 0002-foo.patch)")
+        cmd.add_argument("--all", action="store_true", help="every patch")
     cmd = add("new", cmd_new, "make the work tree's edits a new patch above the top one")
-    cmd.add_argument("name")
+    cmd.add_argument("name", help="the new patch's name (numbered, e.g. 0005-fix-foo)")
     cmd.add_argument("-m", "--message", help="commit message (default: a template to edit)")
     cmd.add_argument("-F", "--message-file", help="read the commit message from a file")
     add("refresh", cmd_refresh, "fold the work tree's edits into the top patch")

@@ -248,7 +248,7 @@ def register_cli(sub, common) -> None:
                          description="Add patches made elsewhere to the end of the line's series: a plain "
                                      "diff (git diff, diff -u at -p1), a git format-patch file or an mbox. "
                                      "Unknown trailers are written as unset, and the build names them.")
-    cmd.add_argument("files", nargs="+", type=Path, metavar="FILE")
+    cmd.add_argument("files", nargs="+", type=Path, metavar="FILE", help="the patch files, in series order")
     cmd.add_argument("--name", help="the patch file name (one patch only; default: NNNN-subject-words.patch)")
     cmd.add_argument("--subject", help="the subject of a plain diff (default: from its file name)")
     cmd.add_argument("--author", help="'Name <email>' for a plain diff or a mail without From: "
