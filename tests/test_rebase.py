@@ -386,6 +386,8 @@ def test_a_rebase_killed_after_its_last_step_finishes_on_continue(env):
     data = rebase.progress(root)
     assert (data["stopped_at"], data["pending"]) == (None, [])
     assert [(s["name"], s["verdict"]) for s in data["done"]] == [("0001-clean.patch", "clean"), ("0002-moved.patch", "merged")]
+    assert_one_line_error(run_cli(root, "rebase", "--skip", env=env["env"]),
+                          "the rebase is not stopped at a patch", "rebase --continue")
     result = run_cli(root, "rebase", "--continue", "--json", env=env["env"])
     assert result.returncode == 0, result.stderr
     assert verdicts(json.loads(result.stdout)) == {"clean": "clean", "moved": "merged"}
@@ -451,6 +453,19 @@ def test_the_cli_pins_the_commit_it_is_given_and_none_without(env):
     result = run_cli(root, "rebase", "--onto", "1.2.0", env=env["env"])
     assert result.returncode == 0, result.stderr
     assert read_pin(root).commit is None
+
+
+def test_a_rebase_killed_before_its_first_step_shows_nothing_pending_and_continue_undoes_it(env):
+    root = make_repo(env, ["clean", "conflict"])
+    before = snapshot(root)
+    killed = run_cli(root, "rebase", "--onto", "1.1.0", env={**env["env"], "SGLPATCH_CRASH_AT": "journal:rebase"})
+    assert killed.returncode == -9, killed.stderr
+    data = rebase.progress(root)  # the journal names the rebase; no step has begun
+    assert (data["op"], data["done"], data["stopped_at"], data["pending"]) == ("rebase --onto 1.1.0", [], None, [])
+    assert_one_line_error(run_cli(root, "rebase", "--continue", env=env["env"]),
+                          "`rebase --onto 1.1.0` was interrupted before its first step; the line is as it was before it",
+                          "rerun `python build.py rebase --onto 1.1.0`")
+    assert rebase.progress(root) is None and snapshot(root) == before
 
 
 def test_abort_returns_exactly_to_the_state_before(env):
