@@ -468,6 +468,49 @@ def test_a_rebase_killed_before_its_first_step_shows_nothing_pending_and_continu
     assert rebase.progress(root) is None and snapshot(root) == before
 
 
+def test_a_head_that_is_no_resolution_of_the_stopped_patch_is_refused_with_the_way_out(env):
+    root = make_repo(env, ["clean", "conflict"])
+    assert run_cli(root, "rebase", "--onto", "1.1.0", env=env["env"]).returncode == 1
+    work = git.Repo(root / "build" / "src")
+    before = work.head.commit.hexsha
+    work.git.am("--abort")
+    commit_files(work, {OTHER: "VALUE = 'unrelated'\n"}, "an unrelated commit")
+    line = assert_one_line_error(run_cli(root, "rebase", "--continue", env=env["env"]),
+                                 f"not a resolution of 0002-conflict.patch on top of {before[:12]}")
+    assert "('an unrelated commit')" in line and "put HEAD back, `rebase --skip`, or `rebase --abort`" in line
+
+
+def test_a_conflicting_plain_diff_stops_as_a_conflict_not_a_header_refusal(env):
+    """Without blob ids git am cannot fall back to a three-way merge: it says "Patch failed at"
+    and leaves no unmerged path, which is still a conflict. The twin (a header git am refuses)
+    is test_a_mail_header_git_am_refuses_is_named_by_a_dry_run_not_called_a_conflict."""
+    root = make_repo(env, ["conflict"])
+    patch = root / "patches" / "0001-conflict.patch"
+    patch.write_text("".join(line for line in patch.read_text().splitlines(keepends=True)
+                             if not line.startswith("index ")))
+    commit_project(root, OLD_COMMIT)
+    (verdict,) = rebase.start(root, "1.1.0", dry_run=True)["patches"]
+    assert (verdict["verdict"], verdict["files"]) == ("conflict", [RUNNER])
+
+
+def test_a_rebase_keeps_the_changelog_and_an_uncommitted_pin_edit(env):
+    """The pin and CHANGELOG are edited, not replaced: earlier entries stay, and a comment not yet
+    committed in upstream.toml is carried into the new pin (a patch file, replaced whole, would be
+    refused instead: test_reliability)."""
+    root = make_repo(env, ["clean"])
+    earlier = "# Changelog\n\n## [Unreleased]\n\n### Added\n- an earlier note\n\n## [0.1.0]\n- the first release\n"
+    (root / "CHANGELOG.md").write_text(earlier)
+    commit_project(root, OLD_COMMIT)
+    pin = root / "upstream.toml"
+    pin.write_text("# the maintainer's note, not yet committed\n" + pin.read_text())
+    rebase.start(root, "1.1.0", commit=NEW_COMMIT)
+    text = (root / "CHANGELOG.md").read_text()
+    assert "- an earlier note" in text and text.endswith("## [0.1.0]\n- the first release\n")
+    assert "Rebased onto SGLang 1.1.0: kept 0001-clean.patch" in text
+    assert pin.read_text().startswith("# the maintainer's note, not yet committed\n")
+    assert read_pin(root).version == "1.1.0"
+
+
 def test_abort_returns_exactly_to_the_state_before(env):
     root = make_repo(env, ["clean", "conflict"])
     (root / "CHANGELOG.md").write_text("# Changelog\n\n## [Unreleased]\n- uncommitted note\n")
@@ -826,7 +869,8 @@ def test_a_clean_merge_that_calls_a_method_upstream_renamed_is_suspect(env, tmp_
     helper.write_text(helper.read_text().replace("self.old_name()", "self.new_name()"))
     result = run_cli(root, "rebase", "--continue", "--json", env=env["env"])
     assert result.returncode == 0, result.stdout + result.stderr
-    assert json.loads(result.stdout)["patches"][0]["detail"] == "suspect merge accepted by the maintainer"
+    (accepted,) = json.loads(result.stdout)["patches"]
+    assert (accepted["detail"], accepted["files"]) == ("suspect merge accepted by the maintainer", [HELPER])
     assert "+        return self.new_name()" in (root / "patches" / "0001-use.patch").read_text()
 
 
@@ -912,6 +956,8 @@ def test_a_resolved_conflict_is_checked_for_suspects_before_it_is_taken(env, tmp
     assert "old_name" in patch["detail"], patch["detail"]
     by_path = {f["path"]: f["verdict"] for f in patch["file_verdicts"]}
     assert by_path == {HELPER: "suspect", RUNNER: "merged"}, by_path
+    hunks_by_path = {f["path"]: [h["verdict"] for h in f["hunks"]] for f in patch["file_verdicts"]}
+    assert hunks_by_path == {HELPER: ["suspect"], RUNNER: ["merged"]}, "the resolved hunk is merged, not conflict"
     # the maintainer fixes the call (uncommitted): the next --continue folds it in and goes on
     helper = root / "build" / "src" / HELPER
     helper.write_text(helper.read_text().replace("self.old_name()", "self.new_name()"))
