@@ -104,7 +104,7 @@ MESSAGE_CALLS: dict[str, set | None] = {
     "UserError": None, "Refused": None, "print": None, "say": None, "progress": None, "_say": None,
     "_note": None, "note": None, "warn": None, "write": None, "Problem": {1, 2, "what", "hint"},
     "ensure_clean": {0},  # the action it names in its refusal
-    "decode_utf8": {2, "hint"},  # the hint of its error
+    "decode_utf8": {2, "hint"}, "refuse_conflict_markers": {2, "hint"},  # the hint of their error
     "add_argument": {"help"}, "add_parser": {"help", "description"}}  # what --help says
 
 

@@ -111,7 +111,7 @@ def test_every_verdict_but_conflict_and_the_repository_after(env):
     report = rebase.start(root, "1.1.0", commit=NEW_COMMIT)
     assert verdicts(report) == {"clean": "clean", "moved": "merged", "textual": "obsolete", "semantic": "obsolete"}
     details = {p["name"]: p["detail"] for p in report["patches"]}
-    assert f"{RUNNER}:27->32" in details["0002-moved.patch"]
+    assert details["0002-moved.patch"] == f"moved {RUNNER}:27->32"
     assert "already contains" in details["0003-textual.patch"]
     assert "check:test-kimi-delegates" in details["0004-semantic.patch"]
     files = {p["name"]: p["files"] for p in report["patches"]}  # a dropped patch still names what it changed
@@ -509,6 +509,59 @@ def test_a_rebase_keeps_the_changelog_and_an_uncommitted_pin_edit(env):
     assert "Rebased onto SGLang 1.1.0: kept 0001-clean.patch" in text
     assert pin.read_text().startswith("# the maintainer's note, not yet committed\n")
     assert read_pin(root).version == "1.1.0"
+
+
+def test_commits_added_by_hand_after_the_last_step_are_refused_and_abort_restores(env):
+    root = make_repo(env, ["clean", "moved"])
+    before = snapshot(root)
+    killed = run_cli(root, "rebase", "--onto", "1.1.0", env={**env["env"], "SGLPATCH_CRASH_AT": "rebase:finished-work-tree"})
+    assert killed.returncode == -9, killed.stderr
+    work = root / "build" / "src"
+    commit_files(git.Repo(work), {OTHER: "VALUE = 'by hand'\n"}, "a commit the journal does not know")
+    assert_one_line_error(run_cli(root, "rebase", "--continue", env=env["env"]),
+                          f"the commits in {work} do not match the rebase's journal (3 commits above SGLang 1.1.0, "
+                          "2 patches kept)", "`rebase --abort` returns to the state before the rebase")
+    assert run_cli(root, "rebase", "--abort", env=env["env"]).returncode == 0
+    assert snapshot(root) == before
+
+
+def test_a_rebase_that_drops_every_patch_logs_that_it_kept_none(env):
+    root = make_repo(env, ["textual"])
+    rebase.start(root, "1.1.0", commit=NEW_COMMIT)
+    assert ("- Rebased onto SGLang 1.1.0: kept none; dropped 0001-textual.patch (upstreamed in 1.1.0)"
+            in (root / "CHANGELOG.md").read_text())
+    assert read_series_names(root) == []
+
+
+def test_the_text_report_of_each_outcome():
+    row = {"detail": "", "files": [], "file_verdicts": []}
+    done = {"onto": "1.1.0", "patches": [{**row, "name": "a.p", "verdict": "clean"},
+                                         {**row, "name": "b.p", "verdict": "obsolete", "detail": "already in"}]}
+    assert rebase.format_report(done) == ("rebase onto SGLang 1.1.0\n"
+                                          "patch  verdict   detail\n"
+                                          "a.p    clean     \n"
+                                          "b.p    obsolete  already in")
+    assert rebase.format_report({**done, "dry_run": True}).startswith(
+        "rebase onto SGLang 1.1.0 (dry run: nothing changed)\npatch  verdict")
+    assert rebase.format_report({"onto": "1.1.0", "aborted": True}) == "rebase onto 1.1.0 aborted; everything is as before"
+    stop = {"patch": "b.p", "work_tree": "/w", "command": "python build.py rebase", "files": ["x.py", "gone.py"]}
+    conflict = {"onto": "1.1.0", "stopped": {**stop, "kind": "conflict"}, "patches": [
+        {**row, "name": "b.p", "verdict": "conflict", "detail": "three-way merge stopped in x.py, gone.py"}]}
+    assert rebase.format_report(conflict).splitlines()[-2:] == [
+        "stopped at b.p: conflict in x.py, gone.py (markers in /w)",
+        "resolve the files, then `python build.py rebase --continue`; or `--skip` to drop this patch; "
+        "or `--abort` to undo the rebase"]
+    deleted = {"path": "gone.py", "verdict": "deleted", "detail": "", "hunks": []}
+    conflict["patches"][0]["file_verdicts"] = [deleted]
+    assert rebase.format_report(conflict).splitlines()[-2] == (
+        "stopped at b.p: conflict in x.py (markers in /w); gone.py deleted upstream: port the change to where the "
+        "code went, or leave it out (unless you `git add` it, --continue does not bring the file back)")
+    suspect = {**conflict, "stopped": {**stop, "kind": "suspect"}}
+    assert rebase.format_report(suspect).splitlines()[-2:] == [
+        "stopped at b.p: it merged, but what it uses may be gone (see above)",
+        "fix it in /w (amend the commit, or leave the edits: --continue folds them in), then "
+        "`python build.py rebase --continue` to accept it; or `--skip` to drop this patch; or `--abort` to undo the "
+        "rebase"]
 
 
 def test_abort_returns_exactly_to_the_state_before(env):
