@@ -564,6 +564,18 @@ def test_the_text_report_of_each_outcome():
         "rebase"]
 
 
+def test_continue_verifies_the_pinned_release_it_compares_against(env):
+    """--continue reads the old release again (for the suspect check): its cached artifact is
+    verified against the pin on that use too. The twin: intact, --continue gets to the conflict."""
+    root = make_repo(env, ["conflict"])
+    assert run_cli(root, "rebase", "--onto", "1.1.0", env=env["env"]).returncode == 1
+    assert_one_line_error(run_cli(root, "rebase", "--continue", env=env["env"]), "conflict markers remain")
+    artifact = Path(env["env"]["SGLPATCH_CACHE"]) / "artifacts" / "sglang-1.0.0.tar.gz"
+    artifact.write_bytes(artifact.read_bytes() + b"tampered")
+    assert_one_line_error(run_cli(root, "rebase", "--continue", env=env["env"]),
+                          "checksum mismatch for sglang-1.0.0.tar.gz: upstream.toml says")
+
+
 def test_abort_returns_exactly_to_the_state_before(env):
     root = make_repo(env, ["clean", "conflict"])
     (root / "CHANGELOG.md").write_text("# Changelog\n\n## [Unreleased]\n- uncommitted note\n")
