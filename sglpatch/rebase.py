@@ -397,14 +397,12 @@ def _replay(root: Path, queue: PatchQueue, state: State, tx, trees: tuple[Path, 
     return _finish(root, queue, state, tx)
 
 
-def apply_one(repo: git.Repo, patch: PatchEntry, version: str, pristine: Path,
-              moves: Moves | None = None) -> Verdict:
+def apply_one(repo: git.Repo, patch: PatchEntry, version: str, pristine: Path, moves: Moves) -> Verdict:
     """Replay one patch on HEAD and say what happened, per patch, per file and per hunk. A file
     upstream moved is followed to its new path; one it deleted is a conflict that says so."""
     reason = drop_reason(patch, version, pristine)
     if reason:
         return Verdict(patch.name, "obsolete", reason, list(patch.files))
-    moves = moves or Moves({}, frozenset())
     text = patch.path.read_bytes().decode("utf-8", "surrogateescape")
     followed, moved = moves.follow(text)
     files = [moved.get(f, f) for f in patch.files]
