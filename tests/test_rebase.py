@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import shutil
 from pathlib import Path
 
 import git
@@ -574,6 +575,23 @@ def test_continue_verifies_the_pinned_release_it_compares_against(env):
     artifact.write_bytes(artifact.read_bytes() + b"tampered")
     assert_one_line_error(run_cli(root, "rebase", "--continue", env=env["env"]),
                           "checksum mismatch for sglang-1.0.0.tar.gz: upstream.toml says")
+
+
+def test_a_git_killed_during_the_upstreamed_check_interrupts_the_rebase(env, tmp_path, monkeypatch):
+    """The check whether upstream already has a patch is a `git apply --reverse --check` that
+    fails for every patch still needed; one killed by a signal (the OOM killer) is an interrupt,
+    never read as "not upstreamed". The twin: the same git, not killed, gives the verdicts."""
+    root = make_repo(env, ["clean"])
+    real = shutil.which("git")
+    wrapper = tmp_path / "git-killed-on-reverse-check"
+    wrapper.write_text(f'#!/bin/sh\ncase "$*" in *"apply --check --reverse"*) kill -9 $$ ;; esac\nexec {real} "$@"\n')
+    wrapper.chmod(0o755)
+    rebase.start(root, "1.1.0", dry_run=True)  # prepares the mirror with the real git
+    monkeypatch.setattr(git.Git, "GIT_PYTHON_GIT_EXECUTABLE", str(wrapper))
+    with pytest.raises(KeyboardInterrupt, match="git was stopped by signal 9"):
+        rebase.start(root, "1.1.0", dry_run=True)
+    monkeypatch.setattr(git.Git, "GIT_PYTHON_GIT_EXECUTABLE", real)
+    assert verdicts(rebase.start(root, "1.1.0", dry_run=True)) == {"clean": "clean"}
 
 
 def test_abort_returns_exactly_to_the_state_before(env):
