@@ -343,8 +343,8 @@ def test_abort_reports_the_steps_done_and_with_a_damaged_journal_still_the_relea
 
 
 def test_continue_without_its_journal_is_one_error_and_abort_still_works(env):
-    """The patches the rebase started from are there, its journal is not: never guessed, named.
-    The twin: with the journal, the same --continue gets as far as the unresolved conflict."""
+    """The patches the rebase started from are there, its journal is not (or is damaged): never
+    guessed, named. The twin: with the journal, the same --continue gets as far as the unresolved conflict."""
     from sglpatch.errors import UserError
     root = make_repo(env, ["clean", "conflict"])
     before = snapshot(root)
@@ -358,6 +358,11 @@ def test_continue_without_its_journal_is_one_error_and_abort_still_works(env):
             rebase.resume(root, action)
         assert str(error.value) == (f"the rebase journal {journal} is missing: `python build.py rebase --abort` "
                                     "returns to the state before the rebase")
+    journal.write_text("{x")
+    with pytest.raises(UserError) as error:
+        rebase.resume(root, "continue")
+    assert str(error.value) == (f"the rebase journal {journal} is damaged: `python build.py rebase --abort` "
+                                "returns to the state before the rebase")
     assert rebase.resume(root, "abort")["aborted"] and snapshot(root) == before
 
 
@@ -504,11 +509,28 @@ def test_a_rebase_keeps_the_changelog_and_an_uncommitted_pin_edit(env):
     commit_project(root, OLD_COMMIT)
     pin = root / "upstream.toml"
     pin.write_text("# the maintainer's note, not yet committed\n" + pin.read_text())
+    series = root / "patches" / "series"
+    series.write_text("# why these patches, not yet committed\n" + series.read_text())
     rebase.start(root, "1.1.0", commit=NEW_COMMIT)
     text = (root / "CHANGELOG.md").read_text()
     assert "- an earlier note" in text and text.endswith("## [0.1.0]\n- the first release\n")
     assert "Rebased onto SGLang 1.1.0: kept 0001-clean.patch" in text
     assert pin.read_text().startswith("# the maintainer's note, not yet committed\n")
+    assert read_pin(root).version == "1.1.0"
+    assert series.read_text() == "# why these patches, not yet committed\n# synthetic series\n0001-clean.patch\n"
+
+
+def test_the_end_of_a_rebase_over_a_non_utf8_changelog_is_one_line_and_resumable(env):
+    """The CHANGELOG is read at the end, after the last step: the error names it and what to do,
+    and the rebase stays resumable. The twin: saved as UTF-8 again, --continue finishes."""
+    root = make_repo(env, ["conflict"])
+    assert run_cli(root, "rebase", "--onto", "1.1.0", env=env["env"]).returncode == 1
+    changelog = root / "CHANGELOG.md"
+    changelog.write_bytes(changelog.read_bytes() + b"\xff\n")
+    assert_one_line_error(run_cli(root, "rebase", "--skip", env=env["env"]), f"{changelog} is not UTF-8 text: save it as UTF-8, then rerun `rebase --continue`")
+    changelog.write_bytes(changelog.read_bytes().replace(b"\xff", b""))
+    done = run_cli(root, "rebase", "--continue", env=env["env"])
+    assert done.returncode == 0, done.stderr
     assert read_pin(root).version == "1.1.0"
 
 
@@ -558,7 +580,9 @@ def test_the_text_report_of_each_outcome():
         "stopped at b.p: conflict in x.py (markers in /w); gone.py deleted upstream: port the change to where the "
         "code went, or leave it out (unless you `git add` it, --continue does not bring the file back)")
     suspect = {**conflict, "stopped": {**stop, "kind": "suspect"}}
-    assert rebase.format_report(suspect).splitlines()[-2:] == [
+    report = rebase.format_report(suspect).splitlines()
+    assert report[:2] == ["rebase onto SGLang 1.1.0", "patch  verdict   detail"]  # the table, then the stop
+    assert report[-2:] == [
         "stopped at b.p: it merged, but what it uses may be gone (see above)",
         "fix it in /w (amend the commit, or leave the edits: --continue folds them in), then "
         "`python build.py rebase --continue` to accept it; or `--skip` to drop this patch; or `--abort` to undo the "

@@ -480,16 +480,6 @@ def test_a_damaged_rebase_journal_is_one_line_and_abort_still_works(env):
     assert snapshot(root) == before
 
 
-def test_the_end_of_a_rebase_over_a_non_utf8_changelog_is_one_line_and_resumable(env):
-    root = make_repo(env, ["conflict"])
-    assert run_cli(root, "rebase", "--onto", "1.1.0", env=env["env"]).returncode == 1
-    changelog = root / "CHANGELOG.md"
-    changelog.write_bytes(changelog.read_bytes() + b"\xff\n")
-    assert_one_line_error(run_cli(root, "rebase", "--skip", env=env["env"]), "CHANGELOG.md is not UTF-8")
-    changelog.write_bytes(changelog.read_bytes().replace(b"\xff", b""))
-    ok(run_cli(root, "rebase", "--continue", env=env["env"]))
-
-
 def test_undo_of_an_aborted_rebase_is_refused_and_names_the_kept_work(env):
     root = make_repo(env, ["clean", "conflict"])
     assert run_cli(root, "rebase", "--onto", "1.1.0", env=env["env"]).returncode == 1
