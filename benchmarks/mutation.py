@@ -25,6 +25,7 @@ import ast
 import collections
 import contextlib
 import difflib
+import functools
 import importlib.util
 import json
 import os
@@ -138,7 +139,12 @@ def _normalised(node: ast.AST) -> str:
 
 def message_only(mutated_file: Path) -> set[str]:
     """Mutant function names whose only change is inside string literals."""
-    tree = ast.parse(mutated_file.read_text())
+    return _message_only(mutated_file.read_text())
+
+
+@functools.cache  # a sampled run classifies the same mutated file before and after mutmut runs
+def _message_only(source: str) -> set[str]:
+    tree = ast.parse(source)
     functions = {n.name: n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
     found = set()
     for name, node in functions.items():
@@ -158,7 +164,11 @@ def _readable(function: str) -> str:
 def mutant_changes(mutated_file: Path, module: str) -> dict[str, str]:
     """Each mutant's change as ``MODULE FUNCTION: the mutated line``, the key of an equivalent
     mutant: it survives edits elsewhere in the function, which renumber mutmut's mutants."""
-    source = mutated_file.read_text()
+    return _mutant_changes(mutated_file.read_text(), module)
+
+
+@functools.cache
+def _mutant_changes(source: str, module: str) -> dict[str, str]:
     lines = source.splitlines()  # sliced by each function's span: get_source_segment splits the
     # whole file per call, hours for rebase.py's 2,100 mutants in a 60,000-line file
     functions = {n.name: "\n".join(lines[n.lineno - 1:n.end_lineno]).replace(n.name, "", 1).splitlines()
