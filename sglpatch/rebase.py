@@ -380,8 +380,7 @@ def _replay(root: Path, queue: PatchQueue, state: State, tx, trees: tuple[Path, 
         if not copy.is_file() or _sha256(copy) != entry["sha256"]:
             raise UserError(f"{copy} is not the {entry['name']} the rebase started from",
                             "`rebase --abort` returns to the state before the rebase")
-        state.current = {"name": entry["name"], "sha256": entry["sha256"], "head_before": _head(queue),
-                         "stopped": False}
+        state.current = {"name": entry["name"], "head_before": _head(queue), "stopped": False}
         state.save(root)
         verdict = apply_one(queue.repo, parse_patch(copy), state.onto, pristine, moves)
         verdict = check_suspects(queue.repo, verdict, old_pristine, pristine)

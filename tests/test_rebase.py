@@ -931,6 +931,7 @@ def test_the_scheduled_rehearsal_runs_the_rehearse_command():
 # ---------------------------------------------------------------- suspect merges
 
 HELPER = "python/sglang/srt/helper.py"
+MOVED_HELPER = "python/sglang/srt/utils/helper.py"
 HELPER_V1 = ("class Helper:\n    def __init__(self):\n        self.ready = True\n\n    def old_name(self):\n"
              "        return 1\n" + "".join(f"    # pad {i}\n" for i in range(10)) + "\n    def keep(self):\n"
              "        return 2\n")
@@ -1013,21 +1014,26 @@ def test_a_suspect_verdict_names_at_most_three_findings_and_counts_the_rest(env,
 
 
 def conflict_and_suspect_project(env, tmp_path) -> Path:
-    """A line on 3.0.0 whose one patch rewrites RUNNER's line 10 and calls Helper.old_name.
-    3.1.0 rewrites line 10 (a conflict) and renames old_name; 3.2.0 rewrites line 10 only."""
+    """A line on 3.0.0 whose one patch rewrites RUNNER's line 10, calls Helper.old_name and sets
+    OTHER's value. 3.1.0 rewrites line 10 (a conflict) and renames old_name; 3.2.0 rewrites line
+    10 only; 3.3.0 is 3.1.0 with the helper moved to MOVED_HELPER."""
     files = {**V1, HELPER: HELPER_V1}
     line10 = V1[RUNNER].replace("line 10\n", "line 10 upstream\n")
     sha = env["index"].publish("sglang-3.0.0.tar.gz", sdist_bytes("3.0.0", files))
     env["index"].publish("sglang-3.1.0.tar.gz", sdist_bytes("3.1.0", {
         **files, RUNNER: line10, HELPER: HELPER_V1.replace("def old_name", "def new_name")}))
     env["index"].publish("sglang-3.2.0.tar.gz", sdist_bytes("3.2.0", {**files, RUNNER: line10}))
+    env["index"].publish("sglang-3.3.0.tar.gz", sdist_bytes("3.3.0", {
+        **{k: v for k, v in files.items() if k != HELPER}, RUNNER: line10,
+        MOVED_HELPER: HELPER_V1.replace("def old_name", "def new_name")}))
     upstream, base = make_upstream(tmp_path / "upstream-3", files)
     root = tmp_path / "conflict-suspect-project"
     (root / "patches").mkdir(parents=True)
     (root / "upstream.toml").write_text(pin_text("3.0.0", sha))
     (root / "CHANGELOG.md").write_text("# Changelog\n\n## [Unreleased]\n")
     (root / "patches" / "0001-both.patch").write_text(patch_text(
-        upstream, base, {HELPER: USES_OLD_NAME, RUNNER: V1[RUNNER].replace("line 10\n", "line ten\n")},
+        upstream, base, {HELPER: USES_OLD_NAME, RUNNER: V1[RUNNER].replace("line 10\n", "line ten\n"),
+                         OTHER: "VALUE = 2\n"},
         message("runner and helper", drop=NEVER)))
     (root / "patches" / "series").write_text("0001-both.patch\n")
     (root / ".gitignore").write_text("/build/\n")
@@ -1042,11 +1048,14 @@ def _resolve_line_10(root: Path) -> None:
     runner.write_text(text[:start] + "line ten\n" + text[text.index("\n", end) + 1:])
 
 
-@pytest.mark.parametrize("onto, suspect", [("3.1.0", True), ("3.2.0", False)])
-def test_a_resolved_conflict_is_checked_for_suspects_before_it_is_taken(env, tmp_path, onto, suspect):
+@pytest.mark.parametrize("onto, suspect, helper", [("3.1.0", True, HELPER), ("3.2.0", False, HELPER),
+                                                   ("3.3.0", True, MOVED_HELPER)])
+def test_a_resolved_conflict_is_checked_for_suspects_before_it_is_taken(env, tmp_path, onto, suspect, helper):
     """The files that merged around a conflict, and the resolution, are checked like any merge:
     on 3.1.0 the helper file merged cleanly but calls a method upstream renamed, so `--continue`
-    stops again; on 3.2.0 (the twin) the method is still there and `--continue` finishes."""
+    stops again; on 3.2.0 (the twin) the method is still there and `--continue` finishes; on
+    3.3.0 the helper also moved, and is checked where it now is. The file that merged cleanly
+    beside them stays `clean`."""
     root = conflict_and_suspect_project(env, tmp_path)
     result = run_cli(root, "rebase", "--onto", onto, env=env["env"])
     assert result.returncode == 1 and "conflict" in result.stdout, result.stdout + result.stderr
@@ -1062,14 +1071,53 @@ def test_a_resolved_conflict_is_checked_for_suspects_before_it_is_taken(env, tmp
     assert patch["verdict"] == "suspect" and patch["detail"].startswith("conflict resolved, but 1 suspect: ")
     assert "old_name" in patch["detail"], patch["detail"]
     by_path = {f["path"]: f["verdict"] for f in patch["file_verdicts"]}
-    assert by_path == {HELPER: "suspect", RUNNER: "merged"}, by_path
+    assert by_path == {helper: "suspect", RUNNER: "merged", OTHER: "clean"}, by_path
     hunks_by_path = {f["path"]: [h["verdict"] for h in f["hunks"]] for f in patch["file_verdicts"]}
-    assert hunks_by_path == {HELPER: ["suspect"], RUNNER: ["merged"]}, "the resolved hunk is merged, not conflict"
+    assert hunks_by_path == {helper: ["suspect"], RUNNER: ["merged"], OTHER: ["clean"]}, \
+        "the resolved hunk is merged, not conflict"
     # the maintainer fixes the call (uncommitted): the next --continue folds it in and goes on
-    helper = root / "build" / "src" / HELPER
+    helper = root / "build" / "src" / helper
     helper.write_text(helper.read_text().replace("self.old_name()", "self.new_name()"))
     result = run_cli(root, "rebase", "--continue", "--json", env=env["env"])
     assert result.returncode == 0, result.stdout + result.stderr
     assert json.loads(result.stdout)["patches"][0]["detail"] == "suspect merge accepted by the maintainer"
     text = (root / "patches" / "0001-both.patch").read_text()
     assert "+        return self.new_name()" in text and "+line ten" in text
+
+
+def test_a_dry_run_verifies_the_pinned_release_against_the_pin(env):
+    """A dry run starts from the pinned release: its cached artifact is checked against the pin's
+    sha256 before anything is replayed. The twin: the artifact intact, the dry run reports."""
+    root = make_repo(env, ["clean"])
+    assert run_cli(root, "rebase", "--onto", "1.1.0", "--dry-run", env=env["env"]).returncode == 0
+    artifact = Path(env["env"]["SGLPATCH_CACHE"]) / "artifacts" / "sglang-1.0.0.tar.gz"
+    good = artifact.read_bytes()
+    artifact.write_bytes(good + b"tampered")
+    assert_one_line_error(run_cli(root, "rebase", "--onto", "1.1.0", "--dry-run", env=env["env"]),
+                          "checksum mismatch for sglang-1.0.0.tar.gz: upstream.toml says")
+    artifact.write_bytes(good)
+    assert run_cli(root, "rebase", "--onto", "1.1.0", "--dry-run", env=env["env"]).returncode == 0
+
+
+def test_a_moved_hunk_is_named_by_where_it_starts_in_the_old_file():
+    """The detail names each hunk's start in the file the patch applies to (its `-` side); a hunk
+    after one that adds lines starts elsewhere on its `+` side, which must not be shown."""
+    def patch(first: int, second: int) -> str:
+        return (f"diff --git a/x.py b/x.py\n--- a/x.py\n+++ b/x.py\n@@ -{first},2 +{first},3 @@\n a\n+added\n b\n"
+                f"@@ -{second},1 +{second + 1},1 @@\n-c\n+d\n")
+    assert rebase._moved_hunks(patch(1, 20), patch(6, 25)) == "moved x.py:1->6, x.py:20->25"
+    assert rebase._moved_hunks(patch(1, 20), patch(1, 20)) == ""
+
+
+@pytest.mark.parametrize("locale", ["C", "C.UTF-8"])
+def test_the_changelog_is_read_as_utf8_whatever_the_locale(env, locale):
+    """An operator's shell in the POSIX locale (Python's default encoding is then ASCII) still
+    gets the entry added to a CHANGELOG holding non-ASCII words; the twin is a UTF-8 locale."""
+    root = make_repo(env, ["clean"])
+    (root / "CHANGELOG.md").write_text("# Changelog\n\n## [Unreleased]\n- déjà vu\n", encoding="utf-8")
+    commit_project(root, OLD_COMMIT)
+    shell = {**env["env"], "LC_ALL": locale, "LANG": locale, "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"}
+    result = run_cli(root, "rebase", "--onto", "1.1.0", env=shell)
+    assert result.returncode == 0, result.stderr
+    text = (root / "CHANGELOG.md").read_text(encoding="utf-8")
+    assert "- déjà vu" in text and "Rebased onto SGLang 1.1.0: kept 0001-clean.patch" in text

@@ -252,6 +252,10 @@ def test_undo_of_a_finished_rebase_returns_to_the_old_pin(env):
     before = snapshot(root)
     ok(run_cli(root, "rebase", "--onto", "1.1.0", "--commit", "2" * 40, env=env["env"]))
     assert snapshot(root) != before
+    latest = json.loads(ok(run_cli(root, "log", "--json", env=env["env"])).stdout)["entries"][0]
+    assert (latest["op"], latest["summary"]) == ("rebase --onto 1.1.0", "Rebased onto SGLang 1.1.0: kept "
+                                                 "0001-clean.patch, 0002-moved.patch; dropped 0003-textual.patch "
+                                                 "(upstreamed in 1.1.0)"), "the log says what the rebase did"
     ok(run_cli(root, "undo", env=env["env"]))
     assert snapshot(root) == before
 
