@@ -396,3 +396,52 @@ def test_the_index_is_pypi_unless_the_environment_names_another(monkeypatch):
 def test_an_artifact_kind_nobody_names_is_a_programming_error():
     with pytest.raises(ValueError, match="unknown artifact kind 'tarball'"):
         source._choose([], "tarball")
+
+
+def test_a_pin_naming_only_a_wheel_imports_that_wheel_though_the_index_has_an_sdist(isolated_cache, local_index,
+                                                                                     monkeypatch):
+    """A pin without an sdist names the wheel its release is made from: that wheel is imported,
+    verified against the pin, never the sdist the index also offers. The twin: a pin naming the
+    sdist imports the sdist."""
+    import io
+    import zipfile
+    from helpers import sdist_bytes
+    from sglpatch.pin import Artifact
+    monkeypatch.setenv("SGLPATCH_INDEX_URL", local_index.url)
+    pins = {}
+    for version, kind in (("5.0.0", "wheel"), ("5.1.0", "sdist")):
+        sdist = f"sglang-{version}.tar.gz"
+        shas = {"sdist": local_index.publish(sdist, sdist_bytes(version, {"python/sglang/origin.py": "FROM = 'sdist'\n"}))}
+        raw = io.BytesIO()
+        with zipfile.ZipFile(raw, "w") as whl:
+            whl.writestr("sglang/origin.py", "FROM = 'wheel'\n")
+            whl.writestr(f"sglang-{version}.dist-info/METADATA", f"Name: sglang\nVersion: {version}\n")
+        wheel = f"sglang-{version}-py3-none-any.whl"
+        shas["wheel"] = local_index.publish(wheel, raw.getvalue())
+        named = {"sdist": sdist, "wheel": wheel}[kind]
+        pins[version] = PIN.with_release(version, f"v{version}", None, (Artifact(kind, named, shas[kind]),))
+    imported = {version: source.open_mirror().git.show(f"{source.import_release(version, pin)}:python/sglang/origin.py")
+                for version, pin in pins.items()}
+    assert imported == {"5.0.0": "FROM = 'wheel'", "5.1.0": "FROM = 'sdist'"}
+
+
+def test_the_mirror_check_runs_the_git_gitpython_is_told_to(tmp_path, monkeypatch):
+    """An operator may point GitPython at another git (GIT_PYTHON_GIT_EXECUTABLE): the object
+    check, which runs git itself, runs that one too. The twin: through it, a lost blob is found."""
+    import git
+    repo = git.Repo.init(tmp_path / "mirror")
+    (tmp_path / "mirror" / "a.py").write_text("x = 1\n")
+    repo.git.add("a.py")
+    repo.git.commit("-qm", "one file", env={"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid",
+                                           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.invalid"})
+    commit = repo.head.commit.hexsha
+    log = tmp_path / "calls"
+    wrapper = tmp_path / "operators-git"
+    wrapper.write_text(f'#!/bin/sh\necho "$@" >> {log}\nexec git "$@"\n')
+    wrapper.chmod(0o755)
+    monkeypatch.setattr(git.Git, "GIT_PYTHON_GIT_EXECUTABLE", str(wrapper))
+    assert source._commit_problem(repo, commit) is None
+    assert any(line.endswith("cat-file --batch-check") for line in log.read_text().splitlines()), log.read_text()
+    blob = repo.git.rev_parse("HEAD:a.py")
+    (Path(repo.git_dir) / "objects" / blob[:2] / blob[2:]).unlink()
+    assert source._commit_problem(repo, commit) == f"points to a commit {commit[:12]} whose tree lacks 1 file objects"
