@@ -135,6 +135,10 @@ def _blank(node: ast.AST) -> ast.AST:
     for sub in ast.walk(node):
         if isinstance(sub, ast.Constant) and isinstance(sub.value, str):
             sub.value = ""
+        elif isinstance(sub, ast.JoinedStr):  # how much of a value an f-string quotes: `{author[:60]}`
+            for part in ast.walk(sub):
+                if isinstance(part, ast.Constant) and type(part.value) is int:
+                    part.value = 0
     return node
 
 

@@ -513,3 +513,84 @@ def test_the_series_is_written_as_utf8_whatever_the_locale(tmp_path):
     assert run.returncode == 0, run.stderr
     assert (tmp_path / "patches" / "series").read_bytes().decode("utf-8") == \
         "# la série de Kimi\n0001-a.patch\n0002-b.patch\n"
+
+
+def test_conflict_markers_are_named_per_file_and_only_where_a_diff_adds_them():
+    """A patch must not add the lines git writes around a conflict: each file whose diff adds one
+    is named, in order; a marker the diff removes, or `=======` alone (a reST rule), is no
+    unresolved merge. The twin: the same patch without those two files passes."""
+    from sglpatch.series import holds_conflict_markers, refuse_conflict_markers
+
+    def section(path: str, body: str) -> str:
+        return f"diff --git a/{path} b/{path}\n--- a/{path}\n+++ b/{path}\n{body}"
+    added = section("a.py", "@@ -1 +1,3 @@\n+<<<<<<< ours\n x\n+>>>>>>> theirs\n")
+    removed = section("b.py", "@@ -1 +1 @@\n-<<<<<<< old\n+y\n")
+    rule = section("c.rst", "@@ -1 +1,2 @@\n t\n+=======\n")
+    last = section("d.py", "@@ -1 +1 @@\n-z\n+>>>>>>>\n")
+    with pytest.raises(UserError) as error:
+        refuse_conflict_markers(added + removed + rule + last, "0001-x.patch", "resolve it first")
+    assert str(error.value) == "0001-x.patch would add conflict markers to a.py, d.py: resolve it first"
+    refuse_conflict_markers(removed + rule, "0001-x.patch", "resolve it first")
+    assert holds_conflict_markers("x = 1\n<<<<<<< HEAD\n") and holds_conflict_markers(">>>>>>>\n")
+    assert not holds_conflict_markers("x = '<<<<<<< inside a line'\n=======\n")
+
+
+@pytest.mark.parametrize("where", ["message", "diff header", "nowhere"])
+def test_crlf_in_the_message_alone_or_the_diff_headers_alone_is_refused(tmp_path, good_patch, where):
+    """git am reads the mail and the `diff --git` lines with LF ends: CRLF in either part alone is
+    refused as a CRLF file; the twin (nowhere) is read."""
+    data = good_patch.encode()
+    if where == "message":
+        data = data.replace(b"Why this change exists.\n", b"Why this change exists.\r\n", 1)
+    elif where == "diff header":
+        data = re.sub(rb"(?m)^(diff --git [^\n]*)$", rb"\1\r", data)
+    (tmp_path / "0001-a.patch").write_bytes(data)
+    if where == "nowhere":
+        assert parse_patch(tmp_path / "0001-a.patch").files == (KIMI,)
+        return
+    with pytest.raises(UserError) as error:
+        parse_patch(tmp_path / "0001-a.patch")
+    assert str(error.value) == f"{tmp_path / '0001-a.patch'} has CRLF line endings: convert with `dos2unix` or re-export"
+
+
+def test_a_later_file_whose_diff_removes_a_dash_line_and_an_earlier_one_not_utf8(tmp_path):
+    """The message ends at the first `---` line and at the first `diff --git`: a `---` further
+    down (a removed `--` line) and bytes that are not UTF-8 in an earlier file's diff belong to
+    the diff. The twin: the same patch of one file reads too."""
+    repo, base = make_upstream(tmp_path / "up", {"python/a.txt": "caf\n", "python/b.sql": "--\nselect 1;\n"})
+    text = patch_text(repo, base, {"python/a.txt": "cafe\n", "python/b.sql": "select 1;\n"}, message("two files"))
+    assert "\n---\n" in text.split("diff --git a/python/b.sql", 1)[1], "the premise: a removed `--` line"
+    data = text.encode().replace(b"+cafe\n", b"+caf\xe9\n", 1)
+    (tmp_path / "0001-a.patch").write_bytes(data)
+    patch = parse_patch(tmp_path / "0001-a.patch")
+    assert (patch.subject, patch.files, patch.message) == ("two files", ("python/a.txt", "python/b.sql"),
+                                                          "Why this change exists.\n\nUpstream-Status: Pending\n"
+                                                          "Drop-When: check:example")
+    one = patch_text(repo, base, {"python/b.sql": "select 1;\n"}, message("one file"))
+    (tmp_path / "0002-b.patch").write_text(one)
+    assert parse_patch(tmp_path / "0002-b.patch").files == ("python/b.sql",)
+
+
+@pytest.mark.parametrize("damage, error", [
+    (lambda t: t.split("\n\n", 1)[0] + "\n", "is not a git format-patch file (no mail header with a Subject)"),
+    (lambda t: re.sub(r"(?m)^Subject: .*$", "X-Subject: none", t, count=1),
+     "is not a git format-patch file (no mail header with a Subject)"),
+    (lambda t: re.sub(r"(?m)^From: .*$", "From: =?x-no-such-charset?q?A?= <a@example.org>", t, count=1),
+     ": the From: header cannot be decoded"),
+    (lambda t: t.replace("Drop-When: check:example", "Drop-When: upstream>=soon"),
+     ": Drop-When"),
+    (lambda t: t, None),
+])
+def test_a_damaged_mail_header_or_trailer_is_named_with_its_file(tmp_path, damage, error):
+    """Each refusal starts with the patch file's path (a blank line lost from the header, a Subject
+    renamed, a From: in an unknown charset, a Drop-When that is no condition); the twin is intact."""
+    repo, base = make_upstream(tmp_path / "up")
+    text = patch_text(repo, base, {KIMI: "class KimiK25:\n    pass\n"}, message("kimi: pass"))
+    path = tmp_path / "0001-a.patch"
+    path.write_text(damage(text))
+    if error is None:
+        assert parse_patch(path).subject == "kimi: pass"
+        return
+    with pytest.raises(UserError) as raised:
+        parse_patch(path)
+    assert str(raised.value).startswith(f"{path}{'' if error.startswith(':') else ' '}{error}"), str(raised.value)
