@@ -443,7 +443,8 @@ def test_a_rebase_passes_its_named_step_boundaries_in_order(env, tmp_path, monke
         "rebase:state", "rebase:state", "rebase:applied", "rebase:state",
         "rebase:state", "rebase:applied", "rebase:state"]
     listing.unlink()
-    rebase.resume(root, "skip")
+    report = rebase.resume(root, "skip")
+    assert [(p["verdict"], p["detail"]) for p in report["patches"]][-1] == ("skipped", "dropped by the maintainer")
     assert listing.read_text().split() == [
         "rebase:state", "rebase:finished-work-tree", "journal:committing", "file:CHANGELOG.md",
         "file:patches/0002-conflict.patch", "file:patches/series", "file:upstream.toml", "gitlink", "journal:cleared"]

@@ -15,5 +15,5 @@ def pytest_runtest_teardown(item, nextitem):
     from mutmut.state import state
 
     for path in Path(directory).glob("*.hits"):
-        state()._stats.update(path.read_text().split())
+        state()._stats.update(path.read_text(encoding="utf-8").split())
         path.unlink()

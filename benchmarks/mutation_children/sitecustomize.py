@@ -23,7 +23,9 @@ def _record_children_hits(directory: str) -> None:
 
     def save() -> None:
         if hits:
-            (Path(directory) / f"{os.getpid()}.hits").write_text("\n".join(sorted(hits)))
+            # UTF-8 whatever the locale: a method is named xǁClassǁmethod, and a test may run its child
+            # in the POSIX locale, where the default encoding (ASCII) would lose every hit of that child
+            (Path(directory) / f"{os.getpid()}.hits").write_text("\n".join(sorted(hits)), encoding="utf-8")
 
     atexit.register(save)
 
