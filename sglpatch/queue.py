@@ -149,7 +149,8 @@ class PatchQueue:
         for name, commit in zip(self.applied_names(), self.applied_commits()):
             if synced.get(name) == commit.hexsha:
                 continue
-            if self.format_patch(commit) != (self.root / PATCH_DIR / name).read_text():
+            exported = self.format_patch(commit).encode("utf-8", "surrogateescape")
+            if exported != (self.root / PATCH_DIR / name).read_bytes():
                 raise UserError(f"applied patch {name} in {self.path} differs from {PATCH_DIR}/{name}",
                                 "run `python build.py export` to keep the commit, "
                                 "or `git -C build/src reset --hard refs/sglpatch/base` to drop it")
@@ -320,7 +321,7 @@ class PatchQueue:
         _refuse_message_break(commit.message, name, f"indent it (`git -C {self.path} commit --amend`), then rerun")
         text = self.format_patch(commit)
         refuse_conflict_markers(text, name, f"resolve them in {self.path}, then rerun")
-        if not path.exists() or path.read_bytes() != text.encode():
+        if not path.exists() or path.read_bytes() != text.encode("utf-8", "surrogateescape"):
             tx.write(path, text)
         self._mark_synced(name, commit.hexsha)
         return path

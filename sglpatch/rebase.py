@@ -332,9 +332,17 @@ def _finish_am(queue: PatchQueue, state: State) -> None:
         except git.GitCommandError as exc:
             raise_if_killed(exc)
             if "No changes" not in (exc.stdout + exc.stderr):
-                raise UserError(f"git am --continue failed for {current['name']}: {exc.stderr.strip()}",
+                raise UserError(f"git am --continue failed for {current['name']}: {_last_words(exc.stderr or '')}",
                                 "resolve it in the work tree, then `rebase --continue`") from None
             queue.repo.git.am("--skip")
+
+
+def _last_words(stderr: str) -> str:
+    """git's error line, else the last line it or a hook it ran printed (GitPython's quoting off)."""
+    if said := git_says(stderr):
+        return said
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    return re.sub(r"^stderr: '|'$", "", lines[-1]) if lines else "git said nothing"
 
 
 def _deleted_upstream_unresolved(repo: git.Repo) -> list[str]:

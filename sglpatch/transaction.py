@@ -166,7 +166,9 @@ class Transaction:
     def write(self, path: Path, data: str | bytes, *, whole: bool = True) -> None:
         """Stage ``path``'s new content. ``whole``: it replaces the file (a patch file) rather
         than editing the content it was computed from (pin, series, changelog)."""
-        data = data.encode() if isinstance(data, str) else data
+        # surrogateescape: git's output (a patch whose diff is not UTF-8) reaches us through
+        # GitPython with its bytes escaped, and goes back to the file byte for byte
+        data = data.encode("utf-8", "surrogateescape") if isinstance(data, str) else data
         self.writes[snapshot.rel(self.line, path)] = _Write(data, _current_blob(Path(path)), whole)
 
     def delete(self, path: Path) -> None:

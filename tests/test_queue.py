@@ -613,3 +613,19 @@ def test_a_patch_creating_a_file_upstream_now_has_is_stale_in_gits_words(tmp_pat
                                  f"git says: {new}: already exists in working directory",
                                  "refresh the patch against this upstream")
     assert "git checkout --" not in line
+
+
+@pytest.mark.parametrize("added", [b"# caf\xe9\n", b"# caf\xc3\xa9\n"])
+def test_a_change_whose_bytes_are_not_utf8_is_exported_byte_for_byte(project, added):
+    """A file that is not UTF-8 (Latin-1): `new` exports the commit with its bytes as they are,
+    and `pop` then finds the patch in sync with its commit (it ended in a traceback when writing
+    it). The twin: the same change in UTF-8."""
+    root, queue = project
+    queue.push(all=True)
+    (queue.path / KIMI).write_bytes((queue.path / KIMI).read_bytes() + added)
+    result = run_cli(root, "new", "0003-latin", "-m", "latin: a comment\n\nUpstream-Status: Pending\n")
+    assert result.returncode == 0, result.stderr
+    assert b"\n+" + added in (root / "patches" / "0003-latin.patch").read_bytes()
+    result = run_cli(root, "pop", "--all")
+    assert result.returncode == 0, result.stderr
+    assert queue.applied_names() == []

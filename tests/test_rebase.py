@@ -328,6 +328,37 @@ def test_a_step_killed_midway_is_shown_interrupted_and_redone_once_by_continue(e
     assert work.git.log("--format=%s", f"{new_base}..HEAD").splitlines() == ["clean: change"], "applied once"
 
 
+def test_a_step_killed_inside_its_stopped_git_am_is_redone_by_continue(env):
+    """Killed after `git am` stopped on the conflict but before the stop was recorded: the am is
+    still in progress; --continue quits it, resets, and redoes the step, which stops again."""
+    root = make_repo(env, ["conflict", "moved"])
+    killed = run_cli(root, "rebase", "--onto", "1.1.0", env={**env["env"], "SGLPATCH_CRASH_AT": "rebase:applied"})
+    assert killed.returncode == -9, killed.stderr
+    assert (root / "build" / "src" / ".git" / "rebase-apply").is_dir(), "the premise: an am in progress"
+    resumed = run_cli(root, "rebase", "--continue", env=env["env"])
+    assert resumed.returncode == 1 and "stopped at 0001-conflict.patch" in resumed.stdout, resumed.stderr
+    assert "Traceback" not in resumed.stderr
+
+
+def test_a_git_am_continue_that_fails_is_one_error_and_the_rebase_stays_resumable(env):
+    """A hook in the work tree's repository (pre-applypatch) refuses the resolution: one line with
+    git's words and what to do, nothing recorded; the twin, the hook gone, --continue finishes."""
+    root = make_repo(env, ["conflict"])
+    assert run_cli(root, "rebase", "--onto", "1.1.0", env=env["env"]).returncode == 1
+    (root / "build" / "src" / RUNNER).write_text(V2[RUNNER].replace("line 10 upstream\n", "line ten upstream\n"))
+    hook = root / "build" / "src" / ".git" / "hooks" / "pre-applypatch"
+    hook.parent.mkdir(exist_ok=True)
+    hook.write_text("#!/bin/sh\necho 'the hook says no' >&2\nexit 1\n")
+    hook.chmod(0o755)
+    assert_one_line_error(run_cli(root, "rebase", "--continue", env=env["env"]),
+                          "git am --continue failed for 0001-conflict.patch: the hook says no",
+                          "resolve it in the work tree, then `rebase --continue`")
+    hook.unlink()
+    done = run_cli(root, "rebase", "--continue", env=env["env"])
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "+line ten upstream" in (root / "patches" / "0001-conflict.patch").read_text()
+
+
 def test_abort_reports_the_steps_done_and_with_a_damaged_journal_still_the_release(env):
     root = make_repo(env, ["clean", "conflict"])
     before = snapshot(root)
@@ -1122,3 +1153,27 @@ def test_the_changelog_is_read_as_utf8_whatever_the_locale(env, locale):
     assert result.returncode == 0, result.stderr
     text = (root / "CHANGELOG.md").read_text(encoding="utf-8")
     assert "- déjà vu" in text and "Rebased onto SGLang 1.1.0: kept 0001-clean.patch" in text
+
+
+@pytest.mark.parametrize("stderr, words", [
+    ("\n  stderr: 'fatal: bad object HEAD'", "bad object HEAD"),
+    ("\n  stderr: 'the hook says no'", "the hook says no"),
+    ("\n  stderr: 'first line\nthe hook's last line'", "the hook's last line"),
+    ("", "git said nothing"),
+])
+def test_the_words_of_a_failed_git_step_are_git_s_error_else_its_last_line(stderr, words):
+    assert rebase._last_words(stderr) == words
+
+
+@pytest.mark.parametrize("added", [b"+VALUE = 2  # caf\xe9\n", b"+VALUE = 2  # caf\xc3\xa9\n"])
+def test_a_patch_adding_bytes_that_are_not_utf8_is_rebased_with_them(env, added):
+    """A diff may carry any bytes (a line of a Latin-1 file): the rebase replays it and writes the
+    patch back byte for byte (it ended in a traceback when writing it). The twin: UTF-8 alike."""
+    root = make_repo(env, ["clean", "moved"])
+    patch = root / "patches" / "0001-clean.patch"
+    patch.write_bytes(re.sub(rb"(?m)^\+VALUE = 2.*\n", added, patch.read_bytes()))
+    commit_project(root, OLD_COMMIT)
+    report = rebase.start(root, "1.1.0", commit=NEW_COMMIT)
+    assert verdicts(report) == {"clean": "clean", "moved": "merged"}
+    assert added in patch.read_bytes()
+    assert (root / "build" / "src" / OTHER).read_bytes() == b"VALUE = 2  # " + added[len(b"+VALUE = 2  # "):]
