@@ -1177,3 +1177,20 @@ def test_a_patch_adding_bytes_that_are_not_utf8_is_rebased_with_them(env, added)
     assert verdicts(report) == {"clean": "clean", "moved": "merged"}
     assert added in patch.read_bytes()
     assert (root / "build" / "src" / OTHER).read_bytes() == b"VALUE = 2  # " + added[len(b"+VALUE = 2  # "):]
+
+
+def test_a_rebase_holds_the_line_lock_and_names_itself_to_a_second_writer(env, monkeypatch):
+    """While a rebase replays, another writer on the line is refused with one line naming the
+    rebase; once it ended, the same command runs (the twin)."""
+    root = make_repo(env, ["clean"])
+    said = []
+    boundary = rebase.boundary
+
+    def second_writer(name: str) -> None:
+        if name == "rebase:applied" and not said:
+            said.append(run_cli(root, "pop", env=env["env"]))
+        boundary(name)
+    monkeypatch.setattr(rebase, "boundary", second_writer)
+    rebase.start(root, "1.1.0", commit=NEW_COMMIT)
+    assert_one_line_error(said[0], "another `rebase --onto 1.1.0` is running")
+    assert run_cli(root, "pop", env=env["env"]).returncode == 0
