@@ -31,3 +31,15 @@ def test_an_option_without_its_words_is_found():
     command = top.add_subparsers().add_parser("go")
     command.add_argument("target")
     assert undescribed(top, "t") == ["t --silent", "t go target"]
+
+
+def test_rebase_s_usage_names_its_value_and_its_actions_reach_the_handler_as_one():
+    """`rebase --help` shows `--onto VERSION`; --continue, --skip and --abort each set the one
+    action the handler passes on (the op the log records: `rebase --continue`)."""
+    parser = cli.parser()
+    rebase_parser = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices["rebase"]
+    assert "--onto VERSION" in rebase_parser.format_usage()
+    for action in ("continue", "skip", "abort"):
+        args = parser.parse_args(["rebase", f"--{action}"])
+        assert (args.action, args.onto) == (action, None)
+    assert parser.parse_args(["rebase", "--onto", "1.2.3"]).action is None
