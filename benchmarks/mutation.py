@@ -7,7 +7,7 @@
     python benchmarks/mutation.py sglpatch/rebase.py --sample 150 --seed 23   # a random 150 of its mutants
 
 Each module runs in its own scratch copy against its own tests (MODULE_TESTS). rebase.py is
-sampled by default (SAMPLED_BY_DEFAULT: a full run takes about 8.5 hours on 2 cores); `--sample 0`
+sampled by default (SAMPLED_BY_DEFAULT: a full run takes about 9.5 hours on 2 cores); `--sample 0`
 runs every mutant.
 
 Runs mutmut (pinned) on a scratch copy of HEAD, never on this checkout, with the fast tests
@@ -67,7 +67,7 @@ MODULE_TESTS = {
                                "tests/test_queue.py"],
 }
 TARGET = 0.90
-# A full run of rebase.py takes about 8.5 hours on 2 cores (its tests drive real git repositories
+# A full run of rebase.py takes about 9.5 hours on 2 cores (its tests drive real git repositories
 # through the CLI); the default run scores a seeded random sample of it instead.
 SAMPLED_BY_DEFAULT = {"sglpatch/rebase.py": 150}
 # mutmut stops a mutant after 30 times its tests' estimated CPU time (timeout_multiplier 15, twice):
