@@ -393,5 +393,6 @@ def main(argv: list[str] | None = None) -> int:
         print("all targets " + ("met" if met else "NOT met"))
     return 0 if met else 1
 
+
 if __name__ == "__main__":
     sys.exit(main())
