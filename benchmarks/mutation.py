@@ -6,9 +6,10 @@
     python benchmarks/mutation.py --all                 # every module of sglpatch/, in one run
     python benchmarks/mutation.py sglpatch/rebase.py --sample 150 --seed 23   # a random 150 of its mutants
 
-Each module runs in its own scratch copy against its own tests (MODULE_TESTS). rebase.py is
-sampled by default (SAMPLED_BY_DEFAULT: a full run takes about 9.5 hours on 2 cores); `--sample 0`
-runs every mutant.
+Each module runs in its own scratch copy against its own tests (MODULE_TESTS). rebase.py, source.py
+and queue.py are sampled by default (SAMPLED_BY_DEFAULT: their full runs take about 9.5, 1 and 0.6
+hours on 2 cores, the default run about 2.5 hours with the patch-level mutants); `--sample 0` runs
+every mutant (about 13 hours).
 
 Runs mutmut (pinned) on a scratch copy of HEAD, never on this checkout, with the fast tests
 (`-m "not slow and not image"`); mutmut runs for each mutant only the tests that reach the mutated
@@ -68,8 +69,9 @@ MODULE_TESTS = {
 }
 TARGET = 0.90
 # A full run of rebase.py takes about 9.5 hours on 2 cores (its tests drive real git repositories
-# through the CLI); the default run scores a seeded random sample of it instead.
-SAMPLED_BY_DEFAULT = {"sglpatch/rebase.py": 150}
+# through the CLI), of source.py about an hour, of queue.py 40 minutes; the default run scores a
+# seeded random sample of each instead, so it ends within an afternoon.
+SAMPLED_BY_DEFAULT = {"sglpatch/rebase.py": 150, "sglpatch/source.py": 150, "sglpatch/queue.py": 150}
 # mutmut stops a mutant after 30 times its tests' estimated CPU time (timeout_multiplier 15, twice):
 # a mutant that loops forever in a function the whole contract suite reaches then holds a worker
 # for 25 minutes. 3 (6 times) still leaves a survivor on a loaded 2-core machine room to finish.
@@ -357,8 +359,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="keep the scratch copy (mutmut show/browse there)")
     parser.add_argument("--sample", type=int, metavar="N",
                         help="run a random N of each module's scored mutants (seeded): an estimate with its 95 %% "
-                             "interval (default: SAMPLED_BY_DEFAULT's N for rebase.py, every mutant of the others; "
-                             "0: every mutant)")
+                             "interval (default: SAMPLED_BY_DEFAULT's N for rebase.py, source.py and queue.py, "
+                             "every mutant of the others; 0: every mutant)")
     parser.add_argument("--seed", type=int, default=20, help="the sample's seed (default: 20)")
     parser.add_argument("--no-patches", action="store_true",
                         help="skip the patch-level mutants (benchmarks/patch_mutation.py), which the default run adds")
