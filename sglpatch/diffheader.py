@@ -18,6 +18,8 @@ import codecs
 import re
 from dataclasses import dataclass
 
+from .gitenv import git_bytes, git_text
+
 _SECTION = re.compile(r"^diff --git ", re.M)
 _FROM_TO = re.compile(r"^(?:rename|copy) (from|to) (.*)$")
 _HEADER = re.compile(r"^(rename from|rename to|copy from|copy to|---|\+\+\+) (.*)$")
@@ -40,7 +42,7 @@ class Section:
 def unquote(name: str) -> str:
     """A path as git writes it: C-quoted (octal bytes of UTF-8) when it holds unusual characters."""
     quoted = re.fullmatch(r'"(.*)"', name)  # a quoted name holds no raw newline
-    return codecs.escape_decode(quoted[1].encode())[0].decode("utf-8", "surrogateescape") if quoted else name
+    return git_text(codecs.escape_decode(quoted[1].encode())[0]) if quoted else name
 
 
 def git_line_paths(line: str) -> tuple[str, str] | None:
@@ -170,7 +172,7 @@ def quote(name: str) -> str:
         return name
     escapes = {"\"": '\\"', "\\": "\\\\", "\t": "\\t", "\n": "\\n"}
     body = "".join(escapes.get(c, c) if c.isascii() and (c in escapes or c.isprintable())
-                   else "".join(f"\\{b:03o}" for b in c.encode("utf-8", "surrogateescape")) for c in name)
+                   else "".join(f"\\{b:03o}" for b in git_bytes(c)) for c in name)
     return f'"{body}"'
 
 

@@ -27,6 +27,17 @@ def git_env(date: str | None = None) -> dict[str, str]:
     return env
 
 
+def git_bytes(text: str) -> bytes:
+    """What git printed, byte for byte: GitPython hands git's output over decoded as UTF-8 with
+    surrogateescape, so a patch whose diff is not UTF-8 survives the round trip."""
+    return text.encode("utf-8", "surrogateescape")
+
+
+def git_text(data: bytes) -> str:
+    """A file's bytes as GitPython would hand them over (the inverse of ``git_bytes``)."""
+    return data.decode("utf-8", "surrogateescape")
+
+
 def killing_signal(exc: Exception) -> int | None:
     """The signal a failed git command died of (GitPython's negative status), else None."""
     status = getattr(exc, "status", None)

@@ -27,7 +27,7 @@ import git
 
 from .contract.suspect import Suspect, added_lines, find_suspects
 from .diffheader import git_line_paths, renamed_header, sections
-from .gitenv import git_env
+from .gitenv import git_bytes, git_env
 from .snapshot import as_stdin
 
 ORDER = ["obsolete", "clean", "merged", "moved", "suspect", "conflict", "deleted"]  # better to worse
@@ -168,7 +168,7 @@ def _apply_check(repo: git.Repo, text: str, *options: str) -> tuple[bool, str]:
 
 
 def _stdin(text: str):
-    return as_stdin(text.encode("utf-8", "surrogateescape"))
+    return as_stdin(git_bytes(text))
 
 
 def _start(hunk: str) -> int:

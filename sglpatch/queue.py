@@ -16,7 +16,7 @@ import git
 
 from .diffheader import sections
 from .errors import UserError
-from .gitenv import git_env, raise_if_killed
+from .gitenv import git_bytes, git_env, raise_if_killed
 from .series import (PATCH_DIR, Series, commit_matches_patch, message_break, parse_patch, read_series,
                      read_series_names, refuse_conflict_markers, render_series, series_path)
 from .snapshot import BASE_REF
@@ -149,7 +149,7 @@ class PatchQueue:
         for name, commit in zip(self.applied_names(), self.applied_commits()):
             if synced.get(name) == commit.hexsha:
                 continue
-            exported = self.format_patch(commit).encode("utf-8", "surrogateescape")
+            exported = git_bytes(self.format_patch(commit))
             if exported != (self.root / PATCH_DIR / name).read_bytes():
                 raise UserError(f"applied patch {name} in {self.path} differs from {PATCH_DIR}/{name}",
                                 "run `python build.py export` to keep the commit, "
@@ -321,7 +321,7 @@ class PatchQueue:
         _refuse_message_break(commit.message, name, f"indent it (`git -C {self.path} commit --amend`), then rerun")
         text = self.format_patch(commit)
         refuse_conflict_markers(text, name, f"resolve them in {self.path}, then rerun")
-        if not path.exists() or path.read_bytes() != text.encode("utf-8", "surrogateescape"):
+        if not path.exists() or path.read_bytes() != git_bytes(text):
             tx.write(path, text)
         self._mark_synced(name, commit.hexsha)
         return path

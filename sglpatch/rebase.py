@@ -32,7 +32,7 @@ from .build import prepare_tree, say
 from .changelog import CHANGELOG, with_entry
 from .errors import UserError
 from .diffheader import sections
-from .gitenv import git_env, raise_if_killed
+from .gitenv import git_bytes, git_env, git_text, raise_if_killed
 from .line import Line, line_of
 from .lock import line_lock
 from .pin import PIN_FILE, Artifact, read_pin, render_pin, validate_version
@@ -410,7 +410,7 @@ def apply_one(repo: git.Repo, patch: PatchEntry, version: str, pristine: Path, m
     reason = drop_reason(patch, version, pristine)
     if reason:
         return Verdict(patch.name, "obsolete", reason, list(patch.files))
-    text = patch.path.read_bytes().decode("utf-8", "surrogateescape")
+    text = git_text(patch.path.read_bytes())
     followed, moved = moves.follow(text)
     files = [moved.get(f, f) for f in patch.files]
     with tempfile.TemporaryDirectory(prefix="sglpatch-apply-") as tmp, \
@@ -418,7 +418,7 @@ def apply_one(repo: git.Repo, patch: PatchEntry, version: str, pristine: Path, m
         carried = patch.path
         if moved:
             carried = Path(tmp) / patch.name
-            carried.write_bytes(followed.encode("utf-8", "surrogateescape"))
+            carried.write_bytes(git_bytes(followed))
         try:
             repo.git.apply("--check", "--reverse", str(carried))
             return Verdict(patch.name, "obsolete", f"SGLang {version} already contains the change", files)

@@ -32,7 +32,7 @@ import git
 
 from . import snapshot
 from .errors import UserError
-from .gitenv import git_env, raise_if_killed
+from .gitenv import git_bytes, git_env, raise_if_killed
 from .line import Line, line_of
 from .lock import line_lock
 from .snapshot import State, blob_sha
@@ -166,9 +166,7 @@ class Transaction:
     def write(self, path: Path, data: str | bytes, *, whole: bool = True) -> None:
         """Stage ``path``'s new content. ``whole``: it replaces the file (a patch file) rather
         than editing the content it was computed from (pin, series, changelog)."""
-        # surrogateescape: git's output (a patch whose diff is not UTF-8) reaches us through
-        # GitPython with its bytes escaped, and goes back to the file byte for byte
-        data = data.encode("utf-8", "surrogateescape") if isinstance(data, str) else data
+        data = git_bytes(data) if isinstance(data, str) else data  # a patch git wrote goes back byte for byte
         self.writes[snapshot.rel(self.line, path)] = _Write(data, _current_blob(Path(path)), whole)
 
     def delete(self, path: Path) -> None:
