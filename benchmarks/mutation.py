@@ -13,7 +13,8 @@ every mutant (about 13 hours).
 
 Runs mutmut (pinned) on a scratch copy of HEAD, never on this checkout, with the fast tests
 (`-m "not slow and not image"`); mutmut runs for each mutant only the tests that reach the mutated
-function, in the test process or in a `python build.py` child (mutation_children/). Prints per module: mutants, killed, survived, no tests, timed out, the score and the time.
+function, in the test process or in a `python build.py` child (mutation_children/). Prints per
+module: mutants, killed, survived, no tests, timed out, the score and the time.
 Not part of CI: it is a benchmark. What is left out of the score, and nothing else:
 
 - message-only mutants: the mutant differs from the original only inside string literals
@@ -46,7 +47,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 EQUIVALENTS = REPO / "benchmarks" / "mutation-equivalents.toml"
 SERIES_MODULES = ("sglpatch/rebase.py", "sglpatch/queue.py", "sglpatch/series.py", "sglpatch/line.py",
-                  "sglpatch/line_add.py", "sglpatch/pin.py", "sglpatch/source.py", "sglpatch/wheel.py", "sglpatch/contract/classes.py",
+                  "sglpatch/line_add.py", "sglpatch/pin.py", "sglpatch/source.py", "sglpatch/wheel.py",
+                  "sglpatch/contract/classes.py",
                   "sglpatch/contract/wrappers.py", "sglpatch/diffheader.py")
 # The test files that exercise each series module directly. A one-module run uses only these, so
 # mutmut's first phase (the tests run once traced, once clean) takes seconds, not the whole fast
@@ -61,8 +63,8 @@ MODULE_TESTS = {
     "sglpatch/pin.py": ["tests/test_pin.py"],
     "sglpatch/source.py": ["tests/test_source.py", "tests/test_cache_integrity.py"],
     "sglpatch/wheel.py": ["tests/test_build.py", "tests/test_survivors.py"],
-    "sglpatch/contract/classes.py": ["tests/test_contract_classes.py", "tests/test_contract.py", "tests/test_suspect.py",
-                                     "tests/test_contract_production.py"],
+    "sglpatch/contract/classes.py": ["tests/test_contract_classes.py", "tests/test_contract.py",
+                                     "tests/test_suspect.py", "tests/test_contract_production.py"],
     "sglpatch/contract/wrappers.py": ["tests/test_contract.py"],
     "sglpatch/diffheader.py": ["tests/test_diffheader.py", "tests/test_series.py", "tests/test_rebase.py",
                                "tests/test_queue.py"],
@@ -279,8 +281,8 @@ def report(workdir: Path, seconds: float, equivalents: dict[str, str],
                      "survived": counts["survived"], "no_tests": counts["no tests"], "timeout": counts["timeout"],
                      "message_only": counts["message"], "equivalent": counts["equivalent"],
                      "score": round(score, 3), "target": TARGET if series else None, "run_seconds": round(seconds),
-                     "survivors": sorted(changes.get(k, k) for k, s in keys.items()
-                                         if s in ("survived", "no tests") and k not in equivalent and k not in messages),
+                     "survivors": sorted(changes.get(k, k) for k, s in keys.items() if s in ("survived", "no tests")
+                                         and k not in equivalent and k not in messages),
                      **sample})
     return rows, met
 
@@ -335,7 +337,8 @@ def run_mutmut(modules: list[str], tests: list[str], sample: int, seed: int, max
             run = subprocess.run([sys.executable, "-m", "mutmut", "run", "--max-children", str(max_children),
                                   *chosen], cwd=workdir, stdout=out, stderr=subprocess.STDOUT, text=True, env=env)
         if run.returncode != 0:
-            said = [l for l in log.read_text().replace("\r", "\n").splitlines() if l.strip() and l[0] not in "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"]
+            spinner = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
+            said = [l for l in log.read_text().replace("\r", "\n").splitlines() if l.strip() and l[0] not in spinner]
             raise RuntimeError(f"mutmut failed ({run.returncode}): " + " | ".join(said[-6:]))
         seconds = time.monotonic() - start
         rows, met = report(workdir, seconds, equivalents, population)
