@@ -72,7 +72,7 @@ class State:
     patches: list[dict]  # the series at the start: {"name", "sha256"}, replayed in this order
     new_base: str | None = None
     old_base: str | None = None  # the release the series was on: upstream's moves are from it
-    steps: list[dict] = field(default_factory=list)  # Verdict fields + "sha256" + "commit"
+    steps: list[dict] = field(default_factory=list)  # Verdict fields + "commit"
     current: dict | None = None  # the patch being applied: name, sha256, head_before, stopped
 
     def save(self, root: Path) -> None:
@@ -124,7 +124,7 @@ def start(root: Path, onto: str, commit: str | None = None, dry_run: bool = Fals
         old_base = source.prepare(pin, root)
         say(f"importing SGLang {onto}")
         new_base = source.import_release(onto)
-        return _dry_run(series, onto, [old_base, new_base], source.pristine_tree(onto),
+        return _dry_run(series, onto, old_base, new_base, source.pristine_tree(onto),
                         source.pristine_tree(pin.version, pin))
     with line_lock(root, f"`rebase --onto {onto}`"):
         series = read_series(root)
@@ -196,7 +196,7 @@ def resume(root: Path, action: str) -> dict:
 def abort(root: Path, queue: PatchQueue, tx, state: State | None) -> dict:
     tx.abandon()
     _forget(root, queue.repo)
-    onto = state.onto if state else tx.op.rsplit(" ", 1)[-1]
+    onto = state.onto if state else tx.op.rpartition(" ")[2]
     return {"onto": onto, "aborted": True, "patches": state.verdicts() if state else []}
 
 
@@ -246,10 +246,7 @@ def _skip(queue: PatchQueue, state: State) -> None:
     current = state.current
     if current is None:
         raise UserError("the rebase is not stopped at a patch", "run `rebase --continue`")
-    with queue.repo.git.custom_environment(**git_env()):
-        if _in_am(queue):
-            queue.repo.git.am("--quit")
-        queue.repo.git.reset("--quiet", "--hard", current["head_before"])
+    _back_to_before(queue, current)
     _record_step(state, Verdict(current["name"], "skipped", "dropped by the maintainer"), None)
 
 
@@ -261,7 +258,7 @@ def _continue(queue: PatchQueue, state: State, old_tree: Path, new_tree: Path) -
     if current is None:
         return None  # every step had finished; the rebase was stopped before writing its result
     if not current.get("stopped"):
-        _undo_interrupted_step(queue, current)
+        _back_to_before(queue, current)
         state.current = None
         return None
     name, before = current["name"], current["head_before"]
@@ -356,8 +353,10 @@ def _deleted_upstream_unresolved(repo: git.Repo) -> list[str]:
     return sorted(path for path, found in stages.items() if "2" not in found)
 
 
-def _undo_interrupted_step(queue: PatchQueue, current: dict) -> None:
-    """A step killed midway is redone from its start; it holds nothing of the user's."""
+def _back_to_before(queue: PatchQueue, current: dict) -> None:
+    """The work tree as it was before ``current``'s step: its `git am` ended and whatever it, or
+    the maintainer by hand, committed for the patch dropped. A step killed midway is redone from
+    there (it holds nothing of the user's); a skipped patch leaves nothing behind."""
     with queue.repo.git.custom_environment(**git_env()):
         if _in_am(queue):
             queue.repo.git.am("--quit")
@@ -365,8 +364,7 @@ def _undo_interrupted_step(queue: PatchQueue, current: dict) -> None:
 
 
 def _record_step(state: State, verdict: Verdict, commit: str | None) -> None:
-    entry = next(p for p in state.patches if p["name"] == verdict.name)
-    state.steps.append({**asdict(verdict), "sha256": entry["sha256"], "commit": commit})
+    state.steps.append({**asdict(verdict), "commit": commit})
     state.current = None
 
 
@@ -513,7 +511,7 @@ def _has_conflict_markers(queue: PatchQueue) -> list[str]:
                   and holds_conflict_markers((queue.path / f).read_text(errors="replace")))
 
 
-def _dry_run(series, onto: str, bases: list[str], pristine: Path, old_pristine: Path) -> dict:
+def _dry_run(series, onto: str, old_base: str, new_base: str, pristine: Path, old_pristine: Path) -> dict:
     """Replay in a scratch repository that borrows the mirror's objects (git alternates: no copy
     of the two releases): nothing of ours moves."""
     with tempfile.TemporaryDirectory(prefix="sglpatch-dry-") as tmp:
@@ -521,9 +519,9 @@ def _dry_run(series, onto: str, bases: list[str], pristine: Path, old_pristine: 
         alternates = Path(scratch.git_dir) / "objects" / "info" / "alternates"
         alternates.write_text(str(Path(source.open_mirror().git_dir) / "objects") + "\n")
         with scratch.git.custom_environment(**git_env()):
-            scratch.git.checkout("--quiet", "-B", REBASE_BRANCH, bases[-1])
+            scratch.git.checkout("--quiet", "-B", REBASE_BRANCH, new_base)
             verdicts = []
-            moves = Moves.between(scratch, bases[0], bases[-1])
+            moves = Moves.between(scratch, old_base, new_base)
             for patch in series.patches:
                 verdict = check_suspects(scratch, apply_one(scratch, patch, onto, pristine, moves), old_pristine,
                                          pristine)
