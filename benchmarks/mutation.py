@@ -55,7 +55,7 @@ SERIES_MODULES = ("sglpatch/rebase.py", "sglpatch/queue.py", "sglpatch/series.py
 # set's half hour; `--tests` overrides, `--tests tests` is the whole fast set.
 MODULE_TESTS = {
     "sglpatch/rebase.py": ["tests/test_rebase.py", "tests/test_survivors.py", "tests/test_rebase_releases.py",
-                           "tests/test_cli.py", "tests/test_reliability.py"],
+                           "tests/test_cli.py", "tests/test_reliability.py", "tests/test_rebase_leftovers.py"],
     "sglpatch/queue.py": ["tests/test_queue.py", "tests/test_queue_stateful.py"],
     "sglpatch/series.py": ["tests/test_series.py", "tests/test_series_content.py", "tests/test_import.py"],
     "sglpatch/line.py": ["tests/test_lines.py", "tests/test_rebase.py", "tests/test_survivors.py"],
