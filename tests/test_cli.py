@@ -8,10 +8,13 @@ from sglpatch import cli
 
 
 def undescribed(parser: argparse.ArgumentParser, path: str = "build.py") -> list[str]:
-    """Every option or argument, in every command, that `--help` lists without saying what it does."""
+    """Every command, and every option or argument in every command, that `--help` lists without
+    saying what it does."""
     found = []
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
+            described = {listed.dest for listed in action._choices_actions if listed.help}
+            found += [f"{path} {name}" for name in action.choices if name not in described]
             for name, command in action.choices.items():
                 found += undescribed(command, f"{path} {name}")
         elif not isinstance(action, argparse._HelpAction) and not action.help:
@@ -28,9 +31,11 @@ def test_an_option_without_its_words_is_found():
     top = argparse.ArgumentParser(prog="t")
     top.add_argument("--said", help="words")
     top.add_argument("--silent")
-    command = top.add_subparsers().add_parser("go")
+    commands = top.add_subparsers()
+    command = commands.add_parser("go", help="goes")
     command.add_argument("target")
-    assert undescribed(top, "t") == ["t --silent", "t go target"]
+    commands.add_parser("stay")  # in `t --help`'s list of commands, with no words of its own
+    assert undescribed(top, "t") == ["t --silent", "t stay", "t go target"]
 
 
 def test_rebase_s_usage_names_its_value_and_its_actions_reach_the_handler_as_one():
