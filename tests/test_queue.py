@@ -236,6 +236,40 @@ def test_patch_that_no_longer_applies_stops_at_last_good_patch(tmp_path, upstrea
     assert not (Path(queue.repo.git_dir) / "rebase-apply").exists()
 
 
+
+def test_a_first_patch_that_does_not_apply_says_nothing_was_applied(tmp_path, upstream):
+    """The error says how far the push got: with the stale patch first, nothing (the twin, a good
+    patch before it, is the test above: "stopped after 0001-good.patch")."""
+    repo, base = upstream
+    stale = patch_text(repo, base, edited(RUNNER, "line 30\n", "line thirty\n"), message("runner: 30"))
+    repo.git.checkout("--quiet", "--detach", base)
+    moved = commit_files(repo, {RUNNER: UPSTREAM_FILES[RUNNER].replace("line 30\n", "changed upstream\n")},
+                         "upstream moved")
+    root = make_project(tmp_path / "p", {"0001-stale.patch": stale})
+    queue = PatchQueue(root)
+    queue.reset_to(repo, moved)
+    line = assert_one_line_error(run_cli(root, "push", "--all"), "0001-stale.patch", RUNNER)
+    assert "(nothing applied): " in line and "stopped after" not in line
+    assert queue.applied_names() == []
+
+
+def test_a_work_tree_with_no_commit_yet_is_made_the_base_whatever_files_it_holds(tmp_path, upstream):
+    """A first `prepare` (or a clone) killed while it wrote the files leaves a repository with no
+    commit and files of the release half written: the next prepare checks the base out over them
+    instead of stopping at "untracked files would be overwritten". The twin: an empty one too."""
+    repo, base = upstream
+    for leftover in ("half written\n", None):
+        root = make_project(tmp_path / f"p{leftover is None}", {})
+        work = root / "build" / "src"
+        git.Repo.init(work)
+        if leftover is not None:
+            (work / RUNNER).parent.mkdir(parents=True)
+            (work / RUNNER).write_text(leftover)
+        queue = PatchQueue(root)
+        queue.reset_to(repo, base)
+        assert (work / RUNNER).read_text() == UPSTREAM_FILES[RUNNER]
+        assert queue.applied_names() == [] and not queue.is_dirty()
+
 def test_interrupted_push_is_recovered_by_a_rerun(project):
     root, queue = project
     # Interrupt for real: a git hook that runs mid-apply sends SIGINT to the whole command.
@@ -523,7 +557,8 @@ def test_a_mail_header_git_am_refuses_after_applying_is_named_not_taken_for_a_st
     patch = root / "patches" / "0002-kimi.patch"
     patch.write_text(re.sub(r"(?m)^Date: .*$", "Date: not a date", patch.read_text()))
     line = assert_one_line_error(run_cli(root, "push"), "0002-kimi.patch", "git am failed although the diff applies",
-                                 "invalid date format", "check the patch's mail header")
+                                 "invalid date format")
+    assert line.endswith(": check the patch's mail header (From:, Date:, Subject:)")
     assert "hunk" not in line
     assert queue.applied_names() == ["0001-runner.patch"] and not queue.is_dirty()
 
