@@ -529,7 +529,6 @@ def test_a_submodule_at_the_pinned_commit_is_imported_as_it_is(env, tmp_path):
         assert source.import_release("1.0.0", with_pin, submodule) == from_sdist
 
 
-
 def test_prepare_imports_the_pinned_commit_from_the_line_s_own_upstream_submodule(env, tmp_path):
     """`prepare` looks for the submodule at the line's `upstream/`. The twin: the same pinned
     commit in a repository elsewhere is not used, and the sdist is imported."""
@@ -539,6 +538,7 @@ def test_prepare_imports_the_pinned_commit_from_the_line_s_own_upstream_submodul
     mirror_git(env, "update-ref", "-d", "refs/tags/release/1.0.0")
     elsewhere.git.clone(str(Path(elsewhere.working_tree_dir)), str(env.root / "upstream"))
     assert source.prepare(read_pin(env.root), env.root) == pinned
+
 
 def test_a_pristine_tree_of_the_pinned_release_comes_from_the_checkout_s_submodule(env, tmp_path, monkeypatch):
     """The twin: the same submodule is not used for a release the pin does not pin."""

@@ -218,39 +218,31 @@ def test_prepare_rebuilds_a_work_tree_that_lost_its_base_ref(project, upstream):
     assert queue.applied_names() == [] and queue.base.hexsha == upstream[1]
 
 
-def test_patch_that_no_longer_applies_stops_at_last_good_patch(tmp_path, upstream):
+@pytest.mark.parametrize("good_first", [True, False])
+def test_patch_that_no_longer_applies_stops_at_last_good_patch(tmp_path, upstream, good_first):
+    """The error says how far the push got: after the good patch, or, with the stale patch first,
+    that nothing was applied."""
     repo, base = upstream
     good = patch_text(repo, base, edited(KIMI, "return 1", "return 2"), message("kimi: two"))
     stale = patch_text(repo, base, edited(RUNNER, "line 30\n", "line thirty\n"), message("runner: 30"))
     drifted = UPSTREAM_FILES[RUNNER].replace("line 29\nline 30\nline 31\n", "changed upstream\n")
     repo.git.checkout("--quiet", "--detach", base)
     moved = commit_files(repo, {RUNNER: drifted}, "upstream moved")
-    root = make_project(tmp_path / "p", {"0001-good.patch": good, "0002-stale.patch": stale})
+    patches = {"0001-good.patch": good, "0002-stale.patch": stale} if good_first else {"0001-stale.patch": stale}
+    root = make_project(tmp_path / "p", patches)
     queue = PatchQueue(root)
     queue.reset_to(repo, moved)
     result = run_cli(root, "push", "--all")
-    assert_one_line_error(result, "0002-stale.patch", RUNNER, "hunk #1 at line 27",
-                          "stopped after 0001-good.patch")
-    assert queue.applied_names() == ["0001-good.patch"]
+    stale_name = "0002-stale.patch" if good_first else "0001-stale.patch"
+    line = assert_one_line_error(result, stale_name, RUNNER, "hunk #1 at line 27")
+    if good_first:
+        assert "(stopped after 0001-good.patch): " in line
+        assert queue.applied_names() == ["0001-good.patch"]
+    else:
+        assert "(nothing applied): " in line and "stopped after" not in line
+        assert queue.applied_names() == []
     assert not queue.is_dirty()
     assert not (Path(queue.repo.git_dir) / "rebase-apply").exists()
-
-
-
-def test_a_first_patch_that_does_not_apply_says_nothing_was_applied(tmp_path, upstream):
-    """The error says how far the push got: with the stale patch first, nothing (the twin, a good
-    patch before it, is the test above: "stopped after 0001-good.patch")."""
-    repo, base = upstream
-    stale = patch_text(repo, base, edited(RUNNER, "line 30\n", "line thirty\n"), message("runner: 30"))
-    repo.git.checkout("--quiet", "--detach", base)
-    moved = commit_files(repo, {RUNNER: UPSTREAM_FILES[RUNNER].replace("line 30\n", "changed upstream\n")},
-                         "upstream moved")
-    root = make_project(tmp_path / "p", {"0001-stale.patch": stale})
-    queue = PatchQueue(root)
-    queue.reset_to(repo, moved)
-    line = assert_one_line_error(run_cli(root, "push", "--all"), "0001-stale.patch", RUNNER)
-    assert "(nothing applied): " in line and "stopped after" not in line
-    assert queue.applied_names() == []
 
 
 def test_a_work_tree_with_no_commit_yet_is_made_the_base_whatever_files_it_holds(tmp_path, upstream):
@@ -269,6 +261,7 @@ def test_a_work_tree_with_no_commit_yet_is_made_the_base_whatever_files_it_holds
         queue.reset_to(repo, base)
         assert (work / RUNNER).read_text() == UPSTREAM_FILES[RUNNER]
         assert queue.applied_names() == [] and not queue.is_dirty()
+
 
 def test_interrupted_push_is_recovered_by_a_rerun(project):
     root, queue = project
