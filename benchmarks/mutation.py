@@ -49,7 +49,7 @@ EQUIVALENTS = REPO / "benchmarks" / "mutation-equivalents.toml"
 SERIES_MODULES = ("sglpatch/rebase.py", "sglpatch/queue.py", "sglpatch/series.py", "sglpatch/line.py",
                   "sglpatch/line_add.py", "sglpatch/pin.py", "sglpatch/source.py", "sglpatch/wheel.py",
                   "sglpatch/contract/classes.py",
-                  "sglpatch/contract/wrappers.py", "sglpatch/diffheader.py")
+                  "sglpatch/contract/wrappers.py", "sglpatch/diffheader.py", "sglpatch/gitenv.py")
 # The test files that exercise each series module directly. A one-module run uses only these, so
 # mutmut's first phase (the tests run once traced, once clean) takes seconds, not the whole fast
 # set's half hour; `--tests` overrides, `--tests tests` is the whole fast set.
@@ -68,6 +68,10 @@ MODULE_TESTS = {
     "sglpatch/contract/wrappers.py": ["tests/test_contract.py"],
     "sglpatch/diffheader.py": ["tests/test_diffheader.py", "tests/test_series.py", "tests/test_rebase.py",
                                "tests/test_queue.py"],
+    # every git command of the tool runs in git_env; these tests read what it changes (a maintainer's
+    # configuration ignored, fixed identity and dates, non-UTF-8 diffs, git killed by a signal)
+    "sglpatch/gitenv.py": ["tests/test_queue.py", "tests/test_source.py", "tests/test_reliability.py",
+                           "tests/test_diffheader.py"],
 }
 TARGET = 0.90
 # A full run of rebase.py takes about 9.5 hours on 2 cores (its tests drive real git repositories

@@ -236,9 +236,9 @@ class PatchQueue:
             if any(words in said for words in DAMAGED):
                 return f"git says: {said}", damaged
             return f"git says: {said or 'it could not apply the patch'}", stale
-        said = git_says((am_error.stderr or "") + "\n" + (am_error.stdout or ""))
-        return f"git am failed although the diff applies (git says: {said or 'nothing'})", \
-            "check the patch's mail header (From:, Date:, Subject:)"
+        refused, by_hook = am_refusal(self.repo, am_error.stderr or "")
+        return f"git am failed although the diff applies ({refused})", \
+            by_hook or "check the patch's mail header (From:, Date:, Subject:)"
 
     def pop(self, target: str | None = None, *, all: bool = False) -> list[str]:
         """Unapply the top patch, down to and including ``target``, or all. Returns popped names."""
@@ -363,6 +363,19 @@ def git_says(stderr: str) -> str:
     # GitPython quotes it as "  stderr: 'error: ...'"
     said = re.findall(r"(?:^|\s|')(?:error|fatal): (.+?)'?$", stderr, re.M)
     return said[-1].strip() if said else ""
+
+
+def am_refusal(repo: git.Repo, stderr: str, again: str = "rerun") -> tuple[str, str]:
+    """Why git am stopped on a patch whose diff applies, and, when a hook stopped it, what to do.
+
+    git itself says why in an error: line (a mail header it cannot read); without one, a hook git am
+    ran (applypatch-msg, pre-applypatch) refused it, in its own words or silently."""
+    if said := git_says(stderr):
+        return f"git says: {said}", ""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    words = re.sub(r"^stderr: '|'$", "", lines[-1]) if lines else "without a word"  # GitPython's quoting off
+    hooks = Path(repo.working_tree_dir, repo.git.rev_parse("--git-path", "hooks"))
+    return f"a git hook refused it: {words}", f"fix or remove the hook in {hooks}, then {again}"
 
 
 def _hunk_number(patch: Path, path: str, line: int) -> int:

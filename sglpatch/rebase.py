@@ -36,7 +36,7 @@ from .gitenv import git_bytes, git_env, git_text, raise_if_killed
 from .line import Line, line_of
 from .lock import line_lock
 from .pin import PIN_FILE, Artifact, read_pin, render_pin, validate_version
-from .queue import BASE_REF, BRANCH, PatchQueue, format_patch, git_says
+from .queue import BASE_REF, BRANCH, PatchQueue, am_refusal, format_patch
 from .hunks import Moves
 from .series import (PATCH_DIR, PatchEntry, commit_matches_patch, holds_conflict_markers, parse_patch, read_series,
                      refuse_conflict_markers, render_series, series_path)
@@ -329,17 +329,10 @@ def _finish_am(queue: PatchQueue, state: State) -> None:
         except git.GitCommandError as exc:
             raise_if_killed(exc)
             if "No changes" not in (exc.stdout + exc.stderr):
-                raise UserError(f"git am --continue failed for {current['name']}: {_last_words(exc.stderr or '')}",
-                                "resolve it in the work tree, then `rebase --continue`") from None
+                refused, by_hook = am_refusal(queue.repo, exc.stderr or "", "`rebase --continue`")
+                raise UserError(f"git am --continue failed for {current['name']}: {refused}",
+                                by_hook or "resolve it in the work tree, then `rebase --continue`") from None
             queue.repo.git.am("--skip")
-
-
-def _last_words(stderr: str) -> str:
-    """git's error line, else the last line it or a hook it ran printed (GitPython's quoting off)."""
-    if said := git_says(stderr):
-        return said
-    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
-    return re.sub(r"^stderr: '|'$", "", lines[-1]) if lines else "git said nothing"
 
 
 def _deleted_upstream_unresolved(repo: git.Repo) -> list[str]:
@@ -466,9 +459,11 @@ def _refuse_mail_header(repo: git.Repo, patch: PatchEntry, exc: git.GitCommandEr
     read): bad input, not a conflict, and no resolution would get past it."""
     if "Patch failed at" in (exc.stdout or "") or repo.git.diff("--name-only", "--diff-filter=U"):
         return
+    refused, by_hook = am_refusal(repo, exc.stderr or "")
     repo.git.am("--abort")
-    raise UserError(f"{PATCH_DIR}/{patch.name}: git am refuses its mail header"
-                    f" (git says: {git_says(exc.stderr or '') or 'nothing'})",
+    if by_hook:
+        raise UserError(f"{PATCH_DIR}/{patch.name}: git am stopped although the diff applies ({refused})", by_hook)
+    raise UserError(f"{PATCH_DIR}/{patch.name}: git am refuses its mail header ({refused})",
                     f"fix the From:/Date: header of {PATCH_DIR}/{patch.name}, commit it, then rerun")
 
 

@@ -557,7 +557,7 @@ def _checkout(commit: str, target: Path) -> None:
         try:
             tar.extractall(partial, filter="data")
         except tarfile.FilterError as exc:  # only a commit fetched from the submodule can hold one
-            shutil.rmtree(partial, ignore_errors=True)
+            _remove(partial)
             raise UserError(f"the commit {commit[:12]} holds {exc.tarinfo.name}, which a checkout would write "
                             f"outside its tree ({exc})", "pin a commit of a real release in upstream.toml "
                             "(or leave the submodule empty: releases are then imported from PyPI)") from None

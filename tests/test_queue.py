@@ -13,8 +13,9 @@ import pytest
 from helpers import (UPSTREAM_FILES, commit_files, commit_project, assert_one_line_error, make_project, make_upstream,
                      message, patch_text, run_cli)
 from sglpatch.errors import UserError
+from sglpatch.gitenv import FIXED_IDENTITY
 from sglpatch.line import line_of
-from sglpatch.queue import PatchQueue
+from sglpatch.queue import PatchQueue, am_refusal
 from sglpatch.series import read_series_names
 from sglpatch.transaction import log
 
@@ -556,6 +557,40 @@ def test_a_mail_header_git_am_refuses_after_applying_is_named_not_taken_for_a_st
     assert queue.applied_names() == ["0001-runner.patch"] and not queue.is_dirty()
 
 
+@pytest.mark.parametrize("hook_says, refused", [("", "a git hook refused it: without a word"),
+                                                ("echo not on a Friday >&2", "a git hook refused it: not on a Friday")])
+@pytest.mark.parametrize("hooks_path", [False, True])
+def test_a_hook_that_refuses_git_am_is_named_not_taken_for_a_mail_header(project, tmp_path, hook_says, refused,
+                                                                         hooks_path):
+    """git am runs the work tree's applypatch-msg hook, which may refuse silently or in its own words:
+    the error names the hook and where it lives (.git/hooks, or a core.hooksPath), not the header
+    (the twin, a header git refuses, is the test above)."""
+    root, queue = project
+    queue.push()
+    hooks = tmp_path / "maintainer-hooks" if hooks_path else Path(queue.repo.git_dir) / "hooks"
+    hooks.mkdir(exist_ok=True)
+    if hooks_path:
+        queue.repo.git.config("core.hooksPath", str(hooks))
+    (hooks / "applypatch-msg").write_text(f"#!/bin/sh\n{hook_says}\nexit 1\n")
+    (hooks / "applypatch-msg").chmod(0o755)
+    line = assert_one_line_error(run_cli(root, "push"), "0002-kimi.patch",
+                                 f"git am failed although the diff applies ({refused})")
+    assert line.endswith(f": fix or remove the hook in {hooks}, then rerun")
+    assert queue.applied_names() == ["0001-runner.patch"] and not queue.is_dirty()
+
+
+@pytest.mark.parametrize("stderr, words", [
+    ("\n  stderr: 'fatal: bad object HEAD'", "git says: bad object HEAD"),
+    ("\n  stderr: 'the hook says no'", "a git hook refused it: the hook says no"),
+    ("\n  stderr: 'first line\nthe hook's last line'", "a git hook refused it: the hook's last line"),
+    ("", "a git hook refused it: without a word"),
+])
+def test_git_ams_refusal_is_gits_error_else_its_hooks_last_line(project, stderr, words):
+    root, queue = project
+    refused, by_hook = am_refusal(queue.repo, stderr)
+    assert refused == words and bool(by_hook) == words.startswith("a git hook")
+
+
 def test_bad_queue_input_is_one_line(project, tmp_path):
     root, queue = project
     queue.push(all=True)
@@ -615,6 +650,39 @@ def test_the_work_repositorys_own_git_configuration_changes_no_patch_and_stops_n
     queue.new("0002-kimi", "kimi: a class\n\nUpstream-Status: Pending\nDrop-When: check:x\n")
     exported = (root / "patches" / "0002-kimi.patch").read_text()
     assert "Subject: [PATCH] kimi: a class" in exported and "RFC" not in exported
+
+
+def test_the_maintainers_global_and_system_git_configuration_is_not_read(project, tmp_path, monkeypatch):
+    """A maintainer's ~/.gitconfig and /etc/gitconfig (no a/ b/ prefixes, a To: header, their own
+    name) would change every exported patch and commit; the queue's git reads neither. The twin:
+    the same files do change what a plain `git format-patch` writes and who commits."""
+    root, queue = project
+    home, system = tmp_path / "home", tmp_path / "gitconfig"
+    home.mkdir()
+    (home / ".gitconfig").write_text("[diff]\n\tnoprefix = true\n"
+                                     "[user]\n\tname = Maintainer\n\temail = m@example.invalid\n")
+    system.write_text("[format]\n\tto = list@example.invalid\n")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("GIT_CONFIG_SYSTEM", str(system))
+    for name in ("GIT_CONFIG_GLOBAL", "GIT_CONFIG_NOSYSTEM", "GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL",
+                 "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL", "XDG_CONFIG_HOME", "EMAIL"):
+        monkeypatch.delenv(name, raising=False)
+    before = {p.name: p.read_bytes() for p in (root / "patches").iterdir()}
+    queue.push(all=True)
+    queue.export()
+    assert {p.name: p.read_bytes() for p in (root / "patches").iterdir()} == before
+    (queue.path / KIMI).write_text("class KimiK25:\n    pass\n")
+    queue.new("0003-kimi", "kimi: a class\n\nUpstream-Status: Pending\nDrop-When: check:x\n")
+    exported = (root / "patches" / "0003-kimi.patch").read_text()
+    assert f"--- a/{KIMI}" in exported and "To: " not in exported and "Maintainer" not in exported
+    commits = queue.applied_commits()
+    assert {(c.author.name, c.committer.name, c.committer.email) for c in commits[2:]} == \
+        {(FIXED_IDENTITY[0], *FIXED_IDENTITY)}
+    assert {(c.committer.name, c.committer.email) for c in commits} == {FIXED_IDENTITY}
+    plain = queue.repo.git.format_patch("--stdout", "-1", "HEAD")
+    assert f"--- {KIMI}" in plain and "To: list@example.invalid" in plain
+    queue.repo.git.commit("--allow-empty", "-qm", "by hand")
+    assert queue.repo.head.commit.committer.name == "Maintainer"
 
 
 def test_queue_commands_leave_the_stray_file_warning_to_the_build(project, capsys):
