@@ -2,6 +2,9 @@
 
 User and system git configuration (diff.noprefix, diff.algorithm, format.*, hooks) would change
 what `format-patch` writes; the queue's git commands run without them and with a fixed identity.
+A work tree's own configuration cannot be switched off, so what of it would change a patch, an
+applied file or a diff the tool reads is set back to git's defaults (PINNED_CONFIG; prefixes and
+the multi-valued format.to/cc/headers are set by the diff commands' own flags).
 """
 
 from __future__ import annotations
@@ -9,6 +12,12 @@ from __future__ import annotations
 import os
 
 FIXED_IDENTITY = ("sglpatch", "sglpatch@localhost")
+# git's defaults, given at command-line scope, which wins over a repository's .git/config (color.diff
+# also wins over a color.ui there)
+PINNED_CONFIG = {
+    "core.quotePath": "true", "core.autocrlf": "false", "apply.whitespace": "warn",
+    "color.diff": "false", "diff.context": "3", "diff.interHunkContext": "0",
+}
 
 
 def git_env(date: str | None = None) -> dict[str, str]:
@@ -20,7 +29,10 @@ def git_env(date: str | None = None) -> dict[str, str]:
         "GIT_AUTHOR_NAME": FIXED_IDENTITY[0],
         "GIT_AUTHOR_EMAIL": FIXED_IDENTITY[1],
         "GIT_TERMINAL_PROMPT": "0",
+        "GIT_CONFIG_COUNT": str(len(PINNED_CONFIG)),
     }
+    for number, (key, value) in enumerate(PINNED_CONFIG.items()):
+        env[f"GIT_CONFIG_KEY_{number}"], env[f"GIT_CONFIG_VALUE_{number}"] = key, value
     if date:
         env["GIT_COMMITTER_DATE"] = date
         env["GIT_AUTHOR_DATE"] = date

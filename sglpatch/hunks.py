@@ -244,7 +244,8 @@ def _head_hunk_ranges(repo: git.Repo) -> dict[str, list[tuple[int, int]]]:
 
 def _head_hunks(repo: git.Repo, *options: str):
     with repo.git.custom_environment(**git_env()):
-        diff = repo.git.diff(*options, "--no-renames", "HEAD^", "HEAD", "--")
+        diff = repo.git.diff(*options, "--no-renames", "--no-ext-diff", "--src-prefix=a/", "--dst-prefix=b/",
+                             "HEAD^", "HEAD", "--")
     path = None
     for line in diff.splitlines():
         paths = git_line_paths(line)

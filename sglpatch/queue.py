@@ -336,6 +336,9 @@ def format_patch(repo: git.Repo, commit: str) -> str:
         return repo.git.format_patch(
             "--stdout", "--zero-commit", "--no-signature", "--full-index", "--no-numbered",
             "--subject-prefix=PATCH", "--no-renames", "--diff-algorithm=myers",
+            # --no-add-header drops the To:, Cc: and other headers a repository's configuration adds
+            "--src-prefix=a/", "--dst-prefix=b/", "--no-add-header", "--no-thread", "--no-signoff", "--no-from",
+            "--no-base",
             "-1", commit, strip_newline_in_stdout=False)
 
 

@@ -12,6 +12,7 @@ import pytest
 
 from helpers import (UPSTREAM_FILES, commit_files, commit_project, assert_one_line_error, make_project, make_upstream,
                      message, patch_text, run_cli)
+from sglpatch import hunks
 from sglpatch.errors import UserError
 from sglpatch.gitenv import FIXED_IDENTITY
 from sglpatch.line import line_of
@@ -34,6 +35,10 @@ def upstream(tmp_path):
 
 @pytest.fixture
 def project(tmp_path, upstream):
+    return two_patch_queue(tmp_path / "project", upstream)
+
+
+def two_patch_queue(root: Path, upstream) -> tuple[Path, PatchQueue]:
     repo, base = upstream
     patches = {
         "0001-runner.patch": patch_text(repo, base, edited(RUNNER, "line 10\n", "line ten\n"),
@@ -41,7 +46,7 @@ def project(tmp_path, upstream):
         "0002-kimi.patch": patch_text(repo, base, edited(KIMI, "return 1", "return 2"),
                                      message("kimi: return two")),
     }
-    root = make_project(tmp_path / "project", patches)
+    make_project(root, patches)
     queue = PatchQueue(root)
     queue.reset_to(repo, base)
     return root, queue
@@ -683,6 +688,41 @@ def test_the_maintainers_global_and_system_git_configuration_is_not_read(project
     assert f"--- {KIMI}" in plain and "To: list@example.invalid" in plain
     queue.repo.git.commit("--allow-empty", "-qm", "by hand")
     assert queue.repo.head.commit.committer.name == "Maintainer"
+
+
+def round_trip(root: Path, queue: PatchQueue):
+    """A new patch (a non-ASCII path, CRLF lines, a trailing blank, two hunks eight lines apart)
+    exported, re-applied from scratch and exported again: the patch files and the hunks read back."""
+    queue.push(all=True)
+    runner = (queue.path / RUNNER).read_text()
+    (queue.path / RUNNER).write_text(runner.replace("line 20\n", "line twenty \n").replace("line 28\n", "line 28!\n"))
+    (queue.path / "python/sglang/srt/caf\u00e9.txt").write_bytes(b"one\r\ntwo\r\n")
+    queue.new("0003-edge", "edge: every kind of line\n\nUpstream-Status: Pending\nDrop-When: check:x\n")
+    ranges = hunks._head_hunk_ranges(queue.repo)
+    queue.pop(all=True)
+    queue.push(all=True)
+    queue.export()
+    return {p.name: p.read_bytes() for p in sorted((root / "patches").iterdir())}, ranges
+
+
+@pytest.mark.parametrize("key, value", [
+    ("core.quotePath", "false"), ("core.autocrlf", "true"), ("apply.whitespace", "fix"), ("color.ui", "always"),
+    ("color.diff", "always"), ("diff.context", "1"), ("diff.interHunkContext", "5"), ("diff.noprefix", "true"),
+    ("diff.mnemonicPrefix", "true"), ("diff.srcPrefix", "q/"), ("diff.external", "/bin/false"),
+    ("format.to", "list@example.invalid"), ("format.cc", "list@example.invalid"), ("format.headers", "X-Poison: 1"),
+    ("format.thread", "shallow"), ("format.signOff", "true"), ("format.from", "true"), ("format.useAutoBase", "true"),
+])
+def test_no_setting_of_the_work_repositorys_own_configuration_changes_a_patch_or_a_hunk_read(
+        tmp_path, upstream, monkeypatch, key, value):
+    """Each setting would change what git writes or applies (a quoted path, CRLF, whitespace, colour,
+    context, prefixes, mail headers); the same round trip with and without it gives the same bytes."""
+    monkeypatch.setenv("GIT_AUTHOR_DATE", "2026-01-01T00:00:00+00:00")
+    expected = round_trip(*two_patch_queue(tmp_path / "plain", upstream))
+    assert "caf\\303\\251.txt" in expected[0]["0003-edge.patch"].decode()
+    assert len(expected[1][RUNNER]) == 2
+    root, queue = two_patch_queue(tmp_path / "configured", upstream)
+    queue.repo.git.config(key, value)
+    assert round_trip(root, queue) == expected
 
 
 def test_queue_commands_leave_the_stray_file_warning_to_the_build(project, capsys):
