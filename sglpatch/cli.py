@@ -277,8 +277,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc.strerror or exc}: {exc.filename or ''}: check the path and its permissions",
               file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print(f"error: interrupted; nothing was lost: {_after_interrupt(args)}", file=sys.stderr)
+    except KeyboardInterrupt as exc:
+        why = f" ({exc})" if str(exc) else ""  # a git killed alone (the OOM killer) is not a Ctrl-C
+        print(f"error: interrupted{why}; nothing was lost: {_after_interrupt(args)}", file=sys.stderr)
         return 130
 
 

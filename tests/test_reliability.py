@@ -274,7 +274,7 @@ def test_a_second_writer_on_the_same_line_is_refused_with_one_line(env):
 
 # ---------------------------------------------------------------- interrupts
 
-def interrupted_push(env, hook_kills: str, preexec=None) -> None:
+def interrupted_push(env, hook_kills: str, preexec=None) -> str:
     """`push --all` whose git am runs a hook that ``hook_kills``: exit 130, the line as before."""
     root = prepared(env)
     ok(run_cli(root, "pop", "--all", env=env["env"]))
@@ -299,6 +299,7 @@ def interrupted_push(env, hook_kills: str, preexec=None) -> None:
     assert git.Repo(work(root)).head.commit.hexsha == head
     assert not (Path(git.Repo(work(root)).git_dir) / "rebase-apply").exists()
     ok(run_cli(root, "push", "--all", env=env["env"]))
+    return err
 
 
 # as a terminal's Ctrl-C or a scheduler's stop: the signal reaches the whole process group
@@ -318,7 +319,8 @@ def test_a_group_ctrl_c_stops_a_push_started_with_sigint_ignored(env):
 
 
 def test_a_git_killed_alone_is_an_interrupt_not_a_patch_that_does_not_apply(env):
-    interrupted_push(env, "kill -9 $PPID")
+    err = interrupted_push(env, "kill -9 $PPID")
+    assert "error: interrupted (git was stopped by signal 9); nothing was lost" in err, err
 
 
 def test_a_git_killed_alone_in_a_rebase_is_an_interrupt_not_a_conflict(env):
