@@ -658,15 +658,20 @@ def test_the_work_repositorys_own_git_configuration_changes_no_patch_and_stops_n
 
 
 def test_the_maintainers_global_and_system_git_configuration_is_not_read(project, tmp_path, monkeypatch):
-    """A maintainer's ~/.gitconfig and /etc/gitconfig (no a/ b/ prefixes, a To: header, their own
-    name) would change every exported patch and commit; the queue's git reads neither. The twin:
-    the same files do change what a plain `git format-patch` writes and who commits."""
+    """A maintainer's ~/.gitconfig and /etc/gitconfig (commits signed with a key not at hand, a
+    hooks directory whose applypatch-msg refuses, no a/ b/ prefixes, a To: header, their own name)
+    would stop every command or change every patch; the queue's git reads neither. The twin: the
+    same files do stop a plain `git am` and `git commit`, and change a plain `git format-patch`."""
     root, queue = project
-    home, system = tmp_path / "home", tmp_path / "gitconfig"
+    home, system, hooks = tmp_path / "home", tmp_path / "gitconfig", tmp_path / "hooks"
     home.mkdir()
-    (home / ".gitconfig").write_text("[diff]\n\tnoprefix = true\n"
+    hooks.mkdir()
+    (hooks / "applypatch-msg").write_text("#!/bin/sh\necho refused by a global hook >&2\nexit 1\n")
+    (hooks / "applypatch-msg").chmod(0o755)
+    (home / ".gitconfig").write_text("[commit]\n\tgpgSign = true\n[gpg]\n\tprogram = false\n"
+                                     "[diff]\n\tnoprefix = true\n"
                                      "[user]\n\tname = Maintainer\n\temail = m@example.invalid\n")
-    system.write_text("[format]\n\tto = list@example.invalid\n")
+    system.write_text(f"[core]\n\thooksPath = {hooks}\n[format]\n\tto = list@example.invalid\n")
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("GIT_CONFIG_SYSTEM", str(system))
     for name in ("GIT_CONFIG_GLOBAL", "GIT_CONFIG_NOSYSTEM", "GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL",
@@ -686,8 +691,11 @@ def test_the_maintainers_global_and_system_git_configuration_is_not_read(project
     assert {(c.committer.name, c.committer.email) for c in commits} == {FIXED_IDENTITY}
     plain = queue.repo.git.format_patch("--stdout", "-1", "HEAD")
     assert f"--- {KIMI}" in plain and "To: list@example.invalid" in plain
-    queue.repo.git.commit("--allow-empty", "-qm", "by hand")
-    assert queue.repo.head.commit.committer.name == "Maintainer"
+    with pytest.raises(git.GitCommandError, match="gpg failed to sign"):
+        queue.repo.git.commit("--allow-empty", "-qm", "by hand")
+    queue.repo.git.reset("--quiet", "--hard", "HEAD^")
+    with pytest.raises(git.GitCommandError, match="refused by a global hook"):
+        queue.repo.git.am(str(root / "patches" / "0003-kimi.patch"))
 
 
 def round_trip(root: Path, queue: PatchQueue):
