@@ -8,8 +8,8 @@
 
 Each module runs in its own scratch copy against its own tests (MODULE_TESTS). rebase.py, source.py
 and queue.py are sampled by default (SAMPLED_BY_DEFAULT: their full runs take about 9.5, 1 and 0.6
-hours on 2 cores, the default run about 2.5 hours with the patch-level mutants); `--sample 0` runs
-every mutant (about 13 hours).
+hours on 2 cores, the default run about 2.5 hours with the patch-level mutants, plus roughly an hour
+for gitenv.py, an estimate); `--sample 0` runs every mutant (about 14 hours).
 
 Runs mutmut (pinned) on a scratch copy of HEAD, never on this checkout, with the fast tests
 (`-m "not slow and not image"`); mutmut runs for each mutant only the tests that reach the mutated
