@@ -29,10 +29,13 @@ _DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 _MISSING = re.compile(r"no such manifest|manifest unknown|not found", re.I)
 _UNREACHABLE = re.compile(r"connection refused|no such host|i/o timeout|network is unreachable|"
                           r"server gave HTTP response to HTTPS client|error pinging|"
-                          r"connection reset|EOF", re.I)
-_DENIED = re.compile(r"unauthorized|denied|authentication required|no basic auth credentials|forbidden|401|403",
-                     re.I)
-_FULL = re.compile(r"no space left on device|disk quota exceeded|insufficient storage|507", re.I)
+                          r"connection reset|\bEOF\b", re.I)
+# a status code counts only where docker names it as one: a port (127.0.0.1:35071) holds digits too
+_DENIED = re.compile(r"unauthorized|denied|authentication required|no basic auth credentials|forbidden|"
+                     r"\bstatus(?: code)?:? ?40[13]\b", re.I)
+_FULL = re.compile(r"no space left on device|disk quota exceeded|insufficient storage|\bstatus(?: code)?:? ?507\b",
+                   re.I)
+_URL = re.compile(r"\b[a-z][a-z0-9+.-]*://[^\s\"']*", re.I)
 # docker reports a registry's storage failure (a full disk among them) only as its HTTP status
 _SERVER_ERROR = re.compile(r"unexpected HTTP status: 5\d\d[^\n]*", re.I)
 
@@ -66,10 +69,22 @@ def _docker(client: str, *args: str, env: dict[str, str]) -> subprocess.Complete
                           stdin=subprocess.DEVNULL)
 
 
+def docker_words(ref: str, said: str) -> str:
+    """What docker said less the names it quotes back: the ref, its repository and host, and any
+    URL. A name is the user's choice, never docker's verdict (a repository called ``denied``, a
+    port ending in 507). Each holds the host, so no word of docker's own is taken with it."""
+    words = _URL.sub(" ", said)
+    repository = (ref.rpartition(":")[0] if ":" in ref.rpartition("/")[2] else ref).partition("@")[0]
+    for name in sorted({ref, repository, registry_host(ref)}, key=len, reverse=True):
+        words = words.replace(name, " ")
+    return words
+
+
 def failure(ref: str, said: str, action: str) -> UserError:
     """One line for a registry that refused or could not be reached, by what docker said."""
     host = registry_host(ref)
     last = next((line.strip() for line in reversed(said.strip().splitlines()) if line.strip()), "no output")
+    said = docker_words(ref, said)
     if _FULL.search(said):
         return UserError(f"the registry {host} is out of space ({action} {ref}: {last[:200]})",
                          "free space on the registry's storage, then rerun; no release tag was written")
@@ -93,7 +108,8 @@ def remote_image(client: str, ref: str, env: dict[str, str]) -> Remote | None:
     out = _docker(client, "manifest", "inspect", *insecure, "--verbose", ref, env=env)
     said = out.stderr + out.stdout
     if out.returncode != 0:
-        if _MISSING.search(said) and not _UNREACHABLE.search(said):
+        words = docker_words(ref, said)
+        if _MISSING.search(words) and not _UNREACHABLE.search(words):
             return None
         raise failure(ref, said, "reading")
     found = json.loads(out.stdout)

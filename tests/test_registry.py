@@ -19,7 +19,7 @@ from helpers import REPO_ROOT, assert_one_line_error, run_cli
 from registry_server import forget_images, free_port, registry
 from sglpatch import image
 from sglpatch.errors import UserError
-from sglpatch.registry import is_release_tag, local_image_id, publish, remote_image
+from sglpatch.registry import failure, is_release_tag, local_image_id, publish, remote_image
 
 pytestmark = [pytest.mark.image]
 
@@ -61,6 +61,44 @@ def test_release_and_floating_tags_are_told_apart():
     assert is_release_tag(f"r/x:{SERIES}-cu130", SERIES) and is_release_tag(f"r/x:{SERIES}", SERIES)
     assert not is_release_tag("r/x:latest", SERIES) and not is_release_tag("r/x:0.5.9-cu130", SERIES)
     assert not is_release_tag(f"r/x:{SERIES}0-cu130", SERIES)  # kimi.20 is another release
+
+
+# what docker prints, word for word, for a registry on HOST (the ports below hold 401, 403 and 507)
+DOWN = 'Get "http://HOST/v2/": dial tcp HOST: connect: connection refused'
+NO_CREDENTIALS = 'Get "http://HOST/v2/REPO/manifests/TAG": no basic auth credentials'
+PUSH_DOWN = "The push refers to repository [HOST/REPO]\n" + DOWN
+# the registry's token server (another port, with 403 in it) is down; its URL names the repository
+TOKEN_DOWN = ('Get "http://127.0.0.1:4031/token?scope=repository:REPO:pull,push&service=registry": '
+              "dial tcp 127.0.0.1:4031: connect: connection refused")
+FULL = "REPO blob upload unknown: received unexpected HTTP status: 507 Insufficient Storage"
+
+
+def said(template: str, ref: str) -> str:
+    host, _, rest = ref.partition("/")
+    repo, _, tag = rest.rpartition(":")
+    return template.replace("HOST", host).replace("REPO", repo).replace("TAG", tag)
+
+
+@pytest.mark.parametrize("port", [35071, 54010, 14031, 5070, 4403])
+def test_a_port_is_no_status_code(port):
+    """A port that holds 401, 403 or 507 is still a registry that is down, or one that wants
+    credentials; the twin: the same words on port 5000 say the same."""
+    for host in (f"127.0.0.1:{port}", "127.0.0.1:5000"):
+        ref = f"{host}/{NAME}:{SERIES}-cu130"
+        assert "is not reachable" in str(failure(ref, said(DOWN, ref), "reading"))
+        refused = str(failure(ref, said(NO_CREDENTIALS, ref), "reading"))
+        assert "refused reading" in refused and f"docker login {host}" in refused
+
+
+@pytest.mark.parametrize("repo", ["denied", "forbidden/unauthorized", "status-403", "quota/disk-quota-exceeded-507", "credentials"])
+def test_a_repository_name_is_not_what_docker_said(repo):
+    """A registry that is down is down whatever the repository is called; the twins: docker's own
+    words for a refusal and a full disk are still read as those."""
+    ref = f"127.0.0.1:5000/{repo}:{SERIES}-cu130"
+    assert "is not reachable" in str(failure(ref, said(PUSH_DOWN, ref), "pushing"))
+    assert "is not reachable" in str(failure(ref, said(TOKEN_DOWN, ref), "pushing"))
+    assert "refused pushing" in str(failure(ref, said(NO_CREDENTIALS, ref), "pushing"))
+    assert "is out of space" in str(failure(ref, said(FULL, ref), "pushing"))
 
 
 def test_a_push_reports_the_digest_the_registry_serves_for_every_tag(docker_engine, local_registry):
