@@ -479,10 +479,15 @@ def _extract(artifact: Path, dest: Path) -> None:
                 if not parts or not (member.isfile() or member.isdir()):
                     continue
                 member.name = str(PurePosixPath(*parts))
-                tar.extract(member, dest, filter="data")
+                try:
+                    tar.extract(member, dest, filter="data")
+                except tarfile.FilterError as exc:
+                    raise _outside(artifact, member.name, f" ({exc})") from None
         return
     with zipfile.ZipFile(artifact) as whl:
         for name in whl.namelist():
+            if PurePosixPath(name).is_absolute() or ".." in PurePosixPath(name).parts:
+                raise _outside(artifact, name, "")
             top = name.split("/", 1)[0]
             # Compiled extensions of platform wheels are build outputs, not source.
             if top.endswith((".dist-info", ".data")) or name.endswith((".so", "/")):
@@ -492,6 +497,11 @@ def _extract(artifact: Path, dest: Path) -> None:
             target.write_bytes(whl.read(name))
             if (whl.getinfo(name).external_attr >> 16) & 0o111:  # the Unix mode the wheel records
                 target.chmod(0o755)
+
+
+def _outside(artifact: Path, member: str, why: str) -> UserError:
+    return UserError(f"{artifact.name} holds {member}, which would be written outside its tree{why}",
+                     "pin another release of SGLang, or the other artifact of this one")
 
 
 def _commit_tree(mirror: git.Repo, tree: Path, version: str, artifact: Path) -> str:

@@ -425,6 +425,46 @@ def test_a_pin_naming_only_a_wheel_imports_that_wheel_though_the_index_has_an_sd
     assert imported == {"5.0.0": "FROM = 'wheel'", "5.1.0": "FROM = 'sdist'"}
 
 
+def test_an_sdist_member_that_climbs_out_of_the_tree_is_refused_and_written_nowhere(isolated_cache, local_index,
+                                                                                     monkeypatch, tmp_path):
+    """An artifact is verified against the pin, not trusted: an sdist member named ``../../../x``
+    (or a wheel's ``../x``) is one error naming it, with nothing written outside the import's tree
+    and nothing imported. The twin: the same sdist without it imports."""
+    import io
+    import tempfile
+    import zipfile
+    from helpers import sdist_bytes
+    from sglpatch.errors import UserError
+    from sglpatch.pin import Artifact
+    monkeypatch.setenv("SGLPATCH_INDEX_URL", local_index.url)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    files = {"python/sglang/origin.py": "FROM = 'sdist'\n"}
+    for version, climbing in (("6.0.0", True), ("6.1.0", False)):
+        sdist = f"sglang-{version}.tar.gz"
+        extra = {"python/../../../escaped.py": "ESCAPED = True\n"} if climbing else {}
+        sha = local_index.publish(sdist, sdist_bytes(version, files | extra))
+        pin = PIN.with_release(version, f"v{version}", None, (Artifact("sdist", sdist, sha),))
+        if climbing:
+            with pytest.raises(UserError, match=r"sglang-6\.0\.0\.tar\.gz holds \.\./\.\./\.\./escaped\.py, which "
+                                                r"would be written outside its tree"):
+                source.import_release(version, pin)
+            assert list((tmp_path / "tmp").iterdir()) == [] and not (tmp_path / "escaped.py").exists()
+            assert "release/6.0.0" not in [t.name for t in source.open_mirror().tags]
+        else:
+            assert source.open_mirror().git.show(f"{source.import_release(version, pin)}:python/sglang/origin.py") \
+                == "FROM = 'sdist'"
+    raw = io.BytesIO()
+    with zipfile.ZipFile(raw, "w") as whl:
+        whl.writestr("sglang/origin.py", "FROM = 'wheel'\n")
+        whl.writestr("../escaped.py", "ESCAPED = True\n")
+    wheel = "sglang-6.2.0-py3-none-any.whl"
+    pin = PIN.with_release("6.2.0", "v6.2.0", None, (Artifact("wheel", wheel, local_index.publish(wheel, raw.getvalue())),))
+    with pytest.raises(UserError, match=r"sglang-6\.2\.0-py3-none-any\.whl holds \.\./escaped\.py, which would be"):
+        source.import_release("6.2.0", pin)
+    assert list((tmp_path / "tmp").iterdir()) == [], "nothing beside the import's tree"
+
+
 def test_the_mirror_check_runs_the_git_gitpython_is_told_to(tmp_path, monkeypatch):
     """An operator may point GitPython at another git (GIT_PYTHON_GIT_EXECUTABLE): the object
     check, which runs git itself, runs that one too. The twin: through it, a lost blob is found."""
