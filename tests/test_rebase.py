@@ -620,6 +620,13 @@ def test_the_text_report_of_each_outcome():
         "fix it in /w (amend the commit, or leave the edits: --continue folds them in), then "
         "`python build.py rebase --continue` to accept it; or `--skip` to drop this patch; or `--abort` to undo the "
         "rebase"]
+    # what "see above" points at: a suspect patch's files, hunk by hunk; the twin: a clean one lists none
+    hunk = {"verdict": "suspect", "detail": "", "old_start": 3}
+    suspect_row = {**row, "name": "b.p", "verdict": "suspect", "detail": "merged, but x.py uses old_name",
+                   "file_verdicts": [{"path": "x.py", "verdict": "suspect", "detail": "", "hunks": [hunk]}]}
+    assert "    x.py: suspect (1 suspect)" in rebase.format_report({**suspect, "patches": [suspect_row]}).splitlines()
+    assert "    x.py: suspect (1 suspect)" not in rebase.format_report(
+        {**done, "patches": [{**suspect_row, "verdict": "clean"}]}).splitlines()
 
 
 def test_continue_verifies_the_pinned_release_it_compares_against(env):
@@ -1031,6 +1038,7 @@ def test_a_clean_merge_that_calls_a_method_upstream_renamed_is_suspect(env, tmp_
     result = run_cli(root, "rebase", "--continue", "--json", env=env["env"])
     assert result.returncode == 0, result.stdout + result.stderr
     (accepted,) = json.loads(result.stdout)["patches"]
+    assert result.stdout.startswith('{\n  "'), "--json is indented for the maintainer who reads it"
     assert (accepted["detail"], accepted["files"]) == ("suspect merge accepted by the maintainer", [HELPER])
     assert "+        return self.new_name()" in (root / "patches" / "0001-use.patch").read_text()
 
