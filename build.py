@@ -4,7 +4,7 @@
 import sys
 
 try:
-    from sglpatch.cli import main
+    from sglpatch.cli.main import main
 except KeyboardInterrupt:  # Ctrl-C while Python loads the tool: nothing has started
     print("error: interrupted; nothing was lost: nothing had started", file=sys.stderr)
     sys.exit(130)

@@ -38,9 +38,9 @@ from packaging.version import Version
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from sglpatch import source  # noqa: E402
+from sglpatch.upstream import source  # noqa: E402
 from sglpatch.contract import check_tree  # noqa: E402
-from sglpatch.pin import read_pin  # noqa: E402
+from sglpatch.upstream.pin import read_pin  # noqa: E402
 
 # Verdicts that show the member as required and missing (the report lists each as a failure) ...
 FLAGGED = ("gap", "broken", "unsupported", "unverified")

@@ -64,11 +64,11 @@ def main() -> int:
     trees: list[tuple[str, Path]] = [(str(t), t) for t in args.tree]
     versions = list(args.version)
     if not versions and not trees:
-        from sglpatch import source
-        from sglpatch.pin import read_pin
+        from sglpatch.upstream import source
+        from sglpatch.upstream.pin import read_pin
         versions = [read_pin(ROOT).version, source.released_versions()[-1]]
     if versions:
-        from sglpatch import source
+        from sglpatch.upstream import source
         for v in versions:
             trees.append((v, source.pristine_tree(v)))
     print(f"{'tree':<10} {'run':<5} {'seconds':>8} {'cpu s':>6} {'peak MiB':>9}  found")

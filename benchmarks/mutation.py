@@ -2,9 +2,9 @@
 
     pip install -r benchmarks/requirements-mutation.txt
     python benchmarks/mutation.py                       # each series module, then the patch-level mutants
-    python benchmarks/mutation.py sglpatch/pin.py       # one module (minutes)
+    python benchmarks/mutation.py sglpatch/upstream/pin.py       # one module (minutes)
     python benchmarks/mutation.py --all                 # every module of sglpatch/, in one run
-    python benchmarks/mutation.py sglpatch/rebase.py --sample 150 --seed 23   # a random 150 of its mutants
+    python benchmarks/mutation.py sglpatch/queue/rebase.py --sample 150 --seed 23   # a random 150 of its mutants
 
 Each module runs in its own scratch copy against its own tests (MODULE_TESTS). rebase.py, source.py
 and queue.py are sampled by default (SAMPLED_BY_DEFAULT: their full runs take about 9.5, 1 and 0.6
@@ -46,33 +46,33 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 EQUIVALENTS = REPO / "benchmarks" / "mutation-equivalents.toml"
-SERIES_MODULES = ("sglpatch/rebase.py", "sglpatch/queue.py", "sglpatch/series.py", "sglpatch/line.py",
-                  "sglpatch/line_add.py", "sglpatch/pin.py", "sglpatch/source.py", "sglpatch/wheel.py",
-                  "sglpatch/contract/classes.py",
-                  "sglpatch/contract/wrappers.py", "sglpatch/diffheader.py", "sglpatch/gitenv.py")
+SERIES_MODULES = ("sglpatch/queue/rebase.py", "sglpatch/queue/patch_queue.py", "sglpatch/queue/series.py", "sglpatch/queue/line.py",
+                  "sglpatch/queue/line_add.py", "sglpatch/upstream/pin.py", "sglpatch/upstream/source.py", "sglpatch/ship/wheel.py",
+                  "sglpatch/contract/index/classes.py",
+                  "sglpatch/contract/index/wrappers.py", "sglpatch/git/diffheader.py", "sglpatch/git/env.py")
 # The test files that exercise each series module directly. A one-module run uses only these, so
 # mutmut's first phase (the tests run once traced, once clean) takes seconds, not the whole fast
 # set's half hour; `--tests` overrides, `--tests tests` is the whole fast set.
 MODULE_TESTS = {
-    "sglpatch/rebase.py": ["tests/test_rebase.py", "tests/test_survivors.py", "tests/test_rebase_releases.py",
+    "sglpatch/queue/rebase.py": ["tests/test_rebase.py", "tests/test_survivors.py", "tests/test_rebase_releases.py",
                            "tests/test_cli.py", "tests/test_reliability.py", "tests/test_rebase_leftovers.py"],
-    "sglpatch/queue.py": ["tests/test_queue.py", "tests/test_queue_stateful.py"],
-    "sglpatch/series.py": ["tests/test_series.py", "tests/test_series_content.py", "tests/test_import.py"],
-    "sglpatch/line.py": ["tests/test_lines.py", "tests/test_rebase.py", "tests/test_survivors.py"],
-    "sglpatch/line_add.py": ["tests/test_lines.py", "tests/test_rebase.py", "tests/test_survivors.py"],
-    "sglpatch/pin.py": ["tests/test_pin.py"],
-    "sglpatch/source.py": ["tests/test_source.py", "tests/test_cache_integrity.py"],
-    "sglpatch/wheel.py": ["tests/test_build.py", "tests/test_survivors.py"],
-    "sglpatch/contract/classes.py": ["tests/test_contract_classes.py", "tests/test_contract.py",
+    "sglpatch/queue/patch_queue.py": ["tests/test_queue.py", "tests/test_queue_stateful.py"],
+    "sglpatch/queue/series.py": ["tests/test_series.py", "tests/test_series_content.py", "tests/test_import.py"],
+    "sglpatch/queue/line.py": ["tests/test_lines.py", "tests/test_rebase.py", "tests/test_survivors.py"],
+    "sglpatch/queue/line_add.py": ["tests/test_lines.py", "tests/test_rebase.py", "tests/test_survivors.py"],
+    "sglpatch/upstream/pin.py": ["tests/test_pin.py"],
+    "sglpatch/upstream/source.py": ["tests/test_source.py", "tests/test_cache_integrity.py"],
+    "sglpatch/ship/wheel.py": ["tests/test_build.py", "tests/test_survivors.py"],
+    "sglpatch/contract/index/classes.py": ["tests/test_contract_classes.py", "tests/test_contract.py",
                                      "tests/test_suspect.py", "tests/test_contract_production.py"],
-    "sglpatch/contract/wrappers.py": ["tests/test_contract.py"],
-    "sglpatch/diffheader.py": ["tests/test_diffheader.py", "tests/test_series.py", "tests/test_rebase.py",
+    "sglpatch/contract/index/wrappers.py": ["tests/test_contract.py"],
+    "sglpatch/git/diffheader.py": ["tests/test_diffheader.py", "tests/test_series.py", "tests/test_rebase.py",
                                "tests/test_queue.py"],
     # every git command of the tool runs in git_env, so every test of the queue reaches it; these are
     # the ones that read what it changes (a maintainer's configuration ignored, the work tree's pinned,
     # fixed identity and dates, non-UTF-8 diffs and names, a refusing hook, git killed by a signal).
     # Whole files took about an hour, most of it the equivalents running every kill test.
-    "sglpatch/gitenv.py": [
+    "sglpatch/git/env.py": [
         *(f"tests/test_queue.py::test_{name}" for name in (
             "the_maintainers_global_and_system_git_configuration_is_not_read",
             "no_setting_of_the_work_repositorys_own_configuration_changes_a_patch_or_a_hunk_read",
@@ -94,7 +94,7 @@ TARGET = 0.90
 # A full run of rebase.py takes about 9.5 hours on 2 cores (its tests drive real git repositories
 # through the CLI), of source.py about an hour, of queue.py 40 minutes; the default run scores a
 # seeded random sample of each instead, so it ends within an afternoon.
-SAMPLED_BY_DEFAULT = {"sglpatch/rebase.py": 150, "sglpatch/source.py": 150, "sglpatch/queue.py": 150}
+SAMPLED_BY_DEFAULT = {"sglpatch/queue/rebase.py": 150, "sglpatch/upstream/source.py": 150, "sglpatch/queue/patch_queue.py": 150}
 # mutmut stops a mutant after 30 times its tests' estimated CPU time (timeout_multiplier 15, twice):
 # a mutant that loops forever in a function the whole contract suite reaches then holds a worker
 # for 25 minutes. 3 (6 times) still leaves a survivor on a loaded 2-core machine room to finish.

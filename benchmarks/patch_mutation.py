@@ -49,11 +49,13 @@ sys.path.insert(0, str(REPO))
 
 import git  # noqa: E402
 
-from sglpatch import build, source  # noqa: E402
+from sglpatch.queue import prepare
+from sglpatch.ship import build
+from sglpatch.upstream import source  # noqa: E402
 from sglpatch.errors import UserError  # noqa: E402
-from sglpatch.line import all_lines, line_dir  # noqa: E402
-from sglpatch.pin import read_pin  # noqa: E402
-from sglpatch.series import read_series  # noqa: E402
+from sglpatch.queue.line import all_lines, line_dir  # noqa: E402
+from sglpatch.upstream.pin import read_pin  # noqa: E402
+from sglpatch.queue.series import read_series  # noqa: E402
 
 from mutation import scratch_copy  # noqa: E402  (a committed work tree: some fast tests need one)
 
@@ -338,7 +340,7 @@ class Gate:
 
     def __init__(self, line_root: Path):
         with contextlib.redirect_stderr(io.StringIO()):  # "applied ..." for each patch
-            pin, series, _, queue = build.prepare_tree(line_root, gate=True)
+            pin, series, _, queue = prepare.prepare_tree(line_root, gate=True)
         self.tree, self.series, self.pin = queue.path, series, pin
 
     def refuses(self, files: dict[str, str]) -> str | None:

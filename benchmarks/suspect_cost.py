@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Benchmark: the cost of the suspect-merge analysis (sglpatch/contract/suspect.py) per patch.
+"""Benchmark: the cost of the suspect-merge analysis (sglpatch/contract/suspect/merge.py) per patch.
 
 For each patch of a line's series (written against the line's pinned release) and each target
 release, it builds the merged tree (a symlink overlay of the cached pristine release with the
@@ -31,9 +31,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from sglpatch import source  # noqa: E402
-from sglpatch.contract.suspect import added_lines, find_suspects  # noqa: E402
-from sglpatch.pin import read_pin  # noqa: E402
+from sglpatch.upstream import source  # noqa: E402
+from sglpatch.contract.suspect.merge.merge import added_lines, find_suspects  # noqa: E402
+from sglpatch.upstream.pin import read_pin  # noqa: E402
 
 
 def touched(patch: Path) -> list[str]:

@@ -10,7 +10,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from .errors import UserError
+from sglpatch.errors import UserError
 
 _PROBED: set[tuple[str, int, int]] = set()  # (path, st_dev, st_ino) found writable
 

@@ -16,7 +16,7 @@ import os
 import sys
 from pathlib import Path
 
-from .errors import UserError
+from sglpatch.errors import UserError
 
 _HELD: dict[Path, list] = {}  # lock file -> [open file, depth]
 

@@ -35,9 +35,9 @@ def pytest_configure(config):
 @functools.cache
 def _line_facts(line: str) -> tuple[str, tuple[str, ...]]:
     """A line's SGLang version and patch names, read once per session."""
-    from sglpatch.line import find_line
-    from sglpatch.pin import read_pin
-    from sglpatch.series import read_series_names
+    from sglpatch.queue.line import find_line
+    from sglpatch.upstream.pin import read_pin
+    from sglpatch.queue.series import read_series_names
 
     root = find_line(sglang_runtime.REPO_ROOT, line).root
     return read_pin(root).version, tuple(read_series_names(root))
@@ -101,7 +101,7 @@ def standin_base(request, docker_engine, runtime, tmp_path_factory):
     import docker_engine as engines
     import image_standin
     import registry_server
-    from sglpatch.source import release_artifact
+    from sglpatch.upstream.source import release_artifact
 
     pin = runtime.pin
     # the sdist where the release has one (editable, as upstream's image); else the cp311 wheel
@@ -221,10 +221,10 @@ def patched(tmp_path_factory):
     """``patched(line)``: the files the line's series touches, patched, in a scratch directory
     (the fast behaviour tests run the code the patches add from there: tests/patch_code.py)."""
     from patch_code import patched_files
-    from sglpatch.line import find_line
-    from sglpatch.pin import read_pin
-    from sglpatch.series import read_series
-    from sglpatch.source import pristine_tree
+    from sglpatch.queue.line import find_line
+    from sglpatch.upstream.pin import read_pin
+    from sglpatch.queue.series import read_series
+    from sglpatch.upstream.source import pristine_tree
 
     made = {}
 

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Callable, Iterator
 
-from sglpatch.image import Builder, find_builder
+from sglpatch.ship.image import Builder, find_builder
 
 APT_PACKAGES = ("docker.io", "debootstrap")
 READY_TIMEOUT = 90.0

@@ -28,7 +28,7 @@ import sys
 import types
 from pathlib import Path
 
-from sglpatch.contract.outline import bound_names
+from sglpatch.contract.parse.outline import bound_names
 
 SRT = "python/sglang/srt"  # where SGLang's runtime lives in a tree laid out like upstream's
 _FLAGS = __future__.annotations.compiler_flag  # annotations stay strings: torch need not exist

@@ -311,8 +311,8 @@ class Runtime:
 
     def __init__(self, cache: Path | None = None, progress: Callable[[str], None] | None = None,
                  line: str = "production"):
-        from sglpatch.line import find_line
-        from sglpatch.pin import read_pin
+        from sglpatch.queue.line import find_line
+        from sglpatch.upstream.pin import read_pin
 
         self.line = find_line(REPO_ROOT, line)
         self.pin = read_pin(self.line.root)
@@ -424,7 +424,7 @@ class Runtime:
         return f"cp{sys.version_info[0]}{sys.version_info[1]}"
 
     def _patched_wheel(self) -> Path:
-        from sglpatch.build import build
+        from sglpatch.ship.build import build
 
         self.progress(f"building the {self.line.name} line's overlay wheel (sglpatch.build.build)")
         wheels = [Path(path) for path, _ in build(self.line.root).wheels]
@@ -435,7 +435,7 @@ class Runtime:
         return fits[0].resolve()
 
     def _pristine_wheel(self) -> Path:
-        from sglpatch.source import release_artifact
+        from sglpatch.upstream.source import release_artifact
 
         kind = f"wheel-{self._python_tag()}"
         kind = kind if self.pin.artifact(kind) else "wheel"

@@ -12,15 +12,15 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import UserError
-from . import eagle3
-from .classes import ClassIndex, ClassRef
-from .derive import Deriver
-from .production import Launch
-from .terms import Contract, build_contract
-from .tree import SourceTree
-from .verdicts import MemberStatus, ModelReport, check_model
-from .wiring import WiringResult, check_wiring
+from sglpatch.errors import UserError
+from sglpatch.contract.rules import eagle3
+from sglpatch.contract.index.classes import ClassIndex, ClassRef
+from sglpatch.contract.flow.derive import Deriver
+from sglpatch.contract.rules.production import Launch
+from sglpatch.contract.rules.terms import Contract, build_contract
+from sglpatch.contract.parse.tree import SourceTree
+from sglpatch.contract.rules.verdicts import MemberStatus, ModelReport, check_model
+from sglpatch.contract.rules.wiring import WiringResult, check_wiring
 
 # The models our series targets: checked by default and by the named check.
 DEFAULT_MODELS = ("KimiK25ForConditionalGeneration",)
@@ -252,7 +252,7 @@ def class_facts(mod) -> list[tuple[str, frozenset, bool, frozenset, bool]]:
 
 def _cache_file(tree: Path) -> Path | None:
     try:
-        from ..cache import cache_dir
+        from sglpatch.cache import cache_dir
         digest = hashlib.sha1(str(tree.resolve()).encode()).hexdigest()[:16]
         return cache_dir() / "contract" / f"outlines-{digest}.pickle"
     except Exception:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from .core import Report
-from .verdicts import MemberStatus, ModelReport
+from sglpatch.contract.core import Report
+from sglpatch.contract.rules.verdicts import MemberStatus, ModelReport
 
 PREFIX = "python/sglang/"
 

@@ -1,0 +1,248 @@
+"""A line's whole state as one git tree, so any state can be restored exactly (after StGit).
+
+The state of a line is what its commands change: the pin (``upstream.toml``), every file in
+``patches/``, the repository's ``CHANGELOG.md``, the upstream gitlink in the repository's index,
+and the work tree ``build/src`` (its branch, HEAD, base ref and files, uncommitted edits and
+untracked files included). A snapshot stores all of it in the work tree's own git repository:
+
+    files/<path from the repository root>   every managed file that exists
+    meta.json                                head, branch, base, worktree commit, gitlink
+
+The work tree's files are a commit (like ``git stash create``, untracked files included) whose
+parent is HEAD; snapshots keep it reachable as a parent of the log entry that holds them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import git
+
+from sglpatch.git.env import git_env, raise_if_killed
+from sglpatch.queue.line import Line
+
+BASE_REF = "refs/sglpatch/base"
+PIN_FILE = "upstream.toml"
+PATCH_DIR = "patches"
+CHANGELOG = "CHANGELOG.md"
+
+
+@dataclass
+class State:
+    files: dict[str, str] = field(default_factory=dict)  # repo path -> "<mode> <blob sha>"
+    head: str | None = None
+    branch: str | None = None
+    base: str | None = None
+    worktree: str | None = None  # commit holding the work tree's files (HEAD when clean)
+    gitlink: str = ""  # "<mode> <sha>" of the line's upstream submodule in the repo index
+    worktree_tree: str | None = None  # the tree of ``worktree``
+
+    def same_work_tree(self, other: State) -> bool:
+        return (self.head, self.branch, self.base, self.worktree_tree) == (
+            other.head, other.branch, other.base, other.worktree_tree)
+
+
+def blob_sha(data: bytes) -> str:
+    """git's blob id of ``data`` (what ``git hash-object`` prints), without running git."""
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def managed_paths(line: Line) -> list[Path]:
+    """The files a line's commands may write, as absolute paths (existing ones only)."""
+    paths = [line.root / PIN_FILE, line.repo / CHANGELOG]
+    patches = line.root / PATCH_DIR
+    if patches.is_dir():
+        paths += sorted(p for p in patches.iterdir() if p.is_file())
+    return [p for p in paths if p.is_file()]
+
+
+def rel(line: Line, path: Path) -> str:
+    return Path(path).resolve().relative_to(line.repo.resolve()).as_posix()
+
+
+def _git(repo: git.Repo, **extra):
+    return repo.git.custom_environment(**git_env(), **extra)
+
+
+# ---------------------------------------------------------------- capture
+
+def capture(line: Line, repo: git.Repo) -> State:
+    """The line's current state; file contents are written into ``repo``'s object store."""
+    state = State()
+    paths = managed_paths(line)
+    if paths:
+        with _git(repo):
+            shas = repo.git.hash_object("-w", "--", *map(str, paths)).split()
+        for path, sha in zip(paths, shas):
+            mode = "100755" if os.access(path, os.X_OK) else "100644"
+            state.files[rel(line, path)] = f"{mode} {sha}"
+    state.gitlink = read_gitlink(line)
+    state.head, state.branch, state.base = _refs(repo)
+    if state.head:
+        state.worktree, state.worktree_tree = _worktree_commit(repo, state.head)
+    return state
+
+
+def _refs(repo: git.Repo) -> tuple[str | None, str | None, str | None]:
+    def rev(name):
+        try:
+            return repo.git.rev_parse("--verify", "--quiet", name) or None
+        except git.GitCommandError as exc:
+            raise_if_killed(exc)  # a killed probe is not "no such ref"
+            return None
+    try:
+        branch = repo.git.symbolic_ref("--quiet", "HEAD")
+    except git.GitCommandError as exc:
+        raise_if_killed(exc)
+        branch = None
+    return rev("HEAD^{commit}"), branch, rev(f"{BASE_REF}^{{commit}}")
+
+
+def _worktree_commit(repo: git.Repo, head: str) -> tuple[str, str]:
+    """A commit of every file in the work tree (tracked, edited or untracked, not ignored)."""
+    with tempfile.TemporaryDirectory(prefix="sglpatch-snap-") as tmp:
+        index = Path(tmp) / "index"
+        real = Path(repo.git_dir) / "index"
+        if real.exists():
+            # its stat cache spares re-hashing every file; its mtime must come along, since git
+            # re-reads a file whose mtime is not older than the index (an edit made in the second
+            # of the last checkout, same size, looks clean to an index copied now)
+            shutil.copy2(real, index)
+        with _git(repo, GIT_INDEX_FILE=str(index)):
+            if not real.exists():
+                repo.git.read_tree(head)
+            repo.git.add("--all")
+            tree = repo.git.write_tree()
+            if tree == repo.git.rev_parse(f"{head}^{{tree}}"):
+                return head, tree
+            return repo.git.commit_tree(tree, "-p", head, "-m", "sglpatch: work tree"), tree
+
+
+def read_gitlink(line: Line) -> str:
+    try:
+        out = git.Repo(line.repo).git.ls_files("--stage", "--", line.submodule)
+    except (git.exc.InvalidGitRepositoryError, git.exc.NoSuchPathError, git.GitCommandError):
+        return ""
+    parts = out.split()
+    return f"{parts[0]} {parts[1]}" if parts and parts[0] == "160000" else ""
+
+
+# ---------------------------------------------------------------- store / load
+
+def store(repo: git.Repo, state: State) -> str:
+    """The state as a tree in ``repo``; returns the tree id."""
+    meta = {k: v for k, v in asdict(state).items() if k != "files"}
+    with _git(repo):
+        meta_sha = repo.git.hash_object("-w", "--stdin", istream=as_stdin(json.dumps(meta, indent=1)))
+    entries = [f"100644 blob {meta_sha}\tmeta.json"]
+    for path, mode_sha in sorted(state.files.items()):
+        mode, sha = mode_sha.split()
+        entries.append(f"{mode} blob {sha}\tfiles/{path}")
+    return make_tree(repo, entries)
+
+
+def make_tree(repo: git.Repo, entries: list[str]) -> str:
+    """A (nested) tree from ``git update-index --index-info`` lines."""
+    with tempfile.TemporaryDirectory(prefix="sglpatch-tree-") as tmp:
+        with _git(repo, GIT_INDEX_FILE=str(Path(tmp) / "index")):
+            repo.git.update_index("--index-info", istream=as_stdin("\n".join(entries) + "\n"))
+            return repo.git.write_tree()
+
+
+def load(repo: git.Repo, tree: str) -> State:
+    """The state stored in ``tree`` (see store)."""
+    meta = json.loads(repo.git.cat_file("blob", f"{tree}:meta.json"))
+    state = State(**meta)
+    listing = repo.git.ls_tree("-r", tree, "--", "files")
+    for row in listing.splitlines():
+        info, path = row.split("\t", 1)
+        mode, _, sha = info.split()
+        state.files[path[len("files/"):]] = f"{mode} {sha}"
+    return state
+
+
+def as_stdin(data: str | bytes):
+    """A file for GitPython's ``istream``."""
+    data = data.encode() if isinstance(data, str) else data
+    handle = tempfile.TemporaryFile()
+    handle.write(data)
+    handle.seek(0)
+    return handle
+
+
+def blob(repo: git.Repo, sha: str) -> bytes:
+    return repo.odb.stream(bytes.fromhex(sha)).read()
+
+
+# ---------------------------------------------------------------- restore
+
+def write_file(path: Path, data: bytes, mode: str = "100644") -> None:
+    """Write aside, then rename: a reader sees the old file or the new one, never half."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".sglpatch-tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o755 if mode == "100755" else 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def restore_files(line: Line, repo: git.Repo, target: State, touched: set[str]) -> None:
+    """Make every managed path in ``touched`` what ``target`` says (present or absent)."""
+    for path in sorted(touched):
+        absolute = line.repo / path
+        if path in target.files:
+            mode, sha = target.files[path].split()
+            data = blob(repo, sha)
+            if not (absolute.is_file() and absolute.read_bytes() == data):
+                write_file(absolute, data, mode)
+        elif absolute.exists():
+            absolute.unlink()
+
+
+def write_gitlink(line: Line, gitlink: str) -> None:
+    if read_gitlink(line) == gitlink:
+        return
+    repo = git.Repo(line.repo)
+    with _git(repo):
+        if gitlink:
+            mode, sha = gitlink.split()
+            repo.git.update_index("--add", "--cacheinfo", f"{mode},{sha},{line.submodule}")
+        else:
+            repo.git.update_index("--force-remove", "--", line.submodule)
+
+
+def restore_worktree(repo: git.Repo, target: State, current: State) -> None:
+    """Make the work tree, HEAD, branch and base exactly ``target``'s; ``current`` is the state
+    it is in now (its untracked files are known, so files ``target`` lacks are removed)."""
+    with _git(repo):
+        if (Path(repo.git_dir) / "rebase-apply").exists():
+            repo.git.am("--quit")  # only our own commands run git am here
+        if not target.head:
+            return  # the work tree was new: what the command left is rebuilt by the next prepare
+        if current.worktree_tree:
+            repo.git.read_tree("--reset", "-u", current.worktree_tree)
+        repo.git.read_tree("--reset", "-u", target.worktree_tree)
+        if target.branch:
+            repo.git.update_ref(target.branch, target.head)
+            repo.git.symbolic_ref("HEAD", target.branch)
+        else:
+            repo.git.update_ref("--no-deref", "HEAD", target.head)
+        repo.git.reset("--quiet")
+        if target.base:
+            repo.git.update_ref(BASE_REF, target.base)
+        else:
+            repo.git.update_ref("-d", BASE_REF)
