@@ -17,7 +17,7 @@ SGLang release on PyPI from the pin to the newest, then lets upstream's history 
   was missing at R, so it is printed apart and left out of the recall.
 
 Per release it prints gaps and their fates, additions and misses, and the check's seconds (the
-trees and the outline cache come from ``sglpatch.source.pristine_tree``: offline once cached).
+trees and the outline cache come from ``sglpatch.upstream.source.pristine_tree``: offline once cached).
 
     python benchmarks/contract_history.py [--from 0.5.9] [--to 0.5.23] [--include-post]
                                           [--json FILE] [--show-misses] [--show-open]
@@ -38,8 +38,8 @@ from packaging.version import Version
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from sglpatch.upstream import source  # noqa: E402
 from sglpatch.contract import check_tree  # noqa: E402
+from sglpatch.upstream import source  # noqa: E402
 from sglpatch.upstream.pin import read_pin  # noqa: E402
 
 # Verdicts that show the member as required and missing (the report lists each as a failure) ...

@@ -5,7 +5,7 @@ For each tree it runs ``check_tree(tree, all_models=True)`` in a fresh process: 
 cache) and warm (outline cache filled), and prints wall seconds, CPU seconds (the process and its
 outline workers: wall time on a busy machine is mostly waiting), peak RSS (the process plus its
 outline workers, summed) and what was found. Goal: a few seconds per
-release. Trees come from ``sglpatch.source.pristine_tree`` (downloaded and cached on first use).
+release. Trees come from ``sglpatch.upstream.source.pristine_tree`` (downloaded and cached on first use).
 
     python benchmarks/contract_zoo.py                    # the pinned release and the newest on PyPI
     python benchmarks/contract_zoo.py --version 0.5.9 --version 0.5.23

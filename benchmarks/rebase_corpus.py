@@ -56,12 +56,13 @@ from packaging.version import Version
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from sglpatch.queue import importer, line as lines, rebase
-from sglpatch.upstream import source  # noqa: E402
-from sglpatch.queue.line_add import add_line  # noqa: E402
 from sglpatch.errors import UserError  # noqa: E402
-from sglpatch.upstream.pin import read_pin  # noqa: E402
+from sglpatch.queue import importer, rebase  # noqa: E402
+from sglpatch.queue import line as lines  # noqa: E402
+from sglpatch.queue.line_add import add_line  # noqa: E402
 from sglpatch.queue.series import read_series_names  # noqa: E402
+from sglpatch.upstream import source  # noqa: E402
+from sglpatch.upstream.pin import read_pin  # noqa: E402
 
 MANIFEST = ROOT / "benchmarks" / "corpus.toml"
 AUTHOR = "Corpus Benchmark <corpus-benchmark@example.invalid>"

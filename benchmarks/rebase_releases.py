@@ -23,9 +23,9 @@ from packaging.version import Version
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from sglpatch.queue import rebase
-from sglpatch.upstream import source  # noqa: E402
 from sglpatch.errors import UserError  # noqa: E402
+from sglpatch.queue import rebase  # noqa: E402
+from sglpatch.upstream import source  # noqa: E402
 from sglpatch.upstream.pin import read_pin  # noqa: E402
 
 

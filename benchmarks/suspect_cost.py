@@ -6,7 +6,7 @@ release, it builds the merged tree (a symlink overlay of the cached pristine rel
 patch's files copied and the patch applied with ``patch -p1``; hunks that do not apply are simply
 left out), runs ``find_suspects(old, new, merged, files)`` and prints the wall seconds, the files
 and added lines analysed and every finding (a finding on our own, correctly ported patches is a
-false positive worth a look). Trees come from ``sglpatch.source.pristine_tree`` (cached).
+false positive worth a look). Trees come from ``sglpatch.upstream.source.pristine_tree`` (cached).
 
     python benchmarks/suspect_cost.py                                  # production series onto 0.5.10 0.5.11 0.5.12 0.5.23
     python benchmarks/suspect_cost.py --onto 0.5.13 --onto 0.5.20
@@ -31,8 +31,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from sglpatch.contract.suspect.merge import added_lines, find_suspects  # noqa: E402
 from sglpatch.upstream import source  # noqa: E402
-from sglpatch.contract.suspect.merge.merge import added_lines, find_suspects  # noqa: E402
 from sglpatch.upstream.pin import read_pin  # noqa: E402
 
 

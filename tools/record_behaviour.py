@@ -12,7 +12,7 @@ are replaced by placeholders. Compare two runs with `diff -r BEFORE AFTER`.
 
 from __future__ import annotations
 
-import json
+import argparse
 import re
 import shutil
 import subprocess
@@ -62,6 +62,6 @@ def record(out: Path) -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        sys.exit("usage: python tools/record_behaviour.py OUT_DIR")
-    record(Path(sys.argv[1]))
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("out", type=Path, metavar="OUT_DIR", help="where to write the outputs")
+    record(parser.parse_args().out)

@@ -1,4 +1,4 @@
-"""A pytest plugin (`-p mutation_hits`) for benchmarks/mutation.py: the functions a test's child
+"""A pytest plugin (`-p mutation_hits`) for tools/mutation/modules.py: the functions a test's child
 processes reached (written by sitecustomize.py here) count as reached by that test."""
 
 import os

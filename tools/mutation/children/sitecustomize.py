@@ -1,4 +1,4 @@
-"""Imported at start-up by every Python child of a test while benchmarks/mutation.py runs mutmut.
+"""Imported at start-up by every Python child of a test while tools/mutation/modules.py runs mutmut.
 
 mutmut maps each function to the tests that reach it by recording calls in the test process
 only; most of this repository's tests drive `python build.py` in a child process, so without this

@@ -1,9 +1,9 @@
 """Patch-level mutants: does the build gate or the fast set notice a wrong patch? (issue 20, item 2)
 
-    python benchmarks/patch_mutation.py                    # both lines, gate then fast set
-    python benchmarks/patch_mutation.py --line latest      # one line
-    python benchmarks/patch_mutation.py --patch 0005      # one patch's mutants, both lines
-    python benchmarks/patch_mutation.py --gate-only        # which mutants pass the gate (minutes)
+    python tools/mutation/patches.py                    # both lines, gate then fast set
+    python tools/mutation/patches.py --line latest      # one line
+    python tools/mutation/patches.py --patch 0005       # one patch's mutants, both lines
+    python tools/mutation/patches.py --gate-only        # which mutants pass the gate (minutes)
 
 No Python mutation tool mutates a `.patch` file, so this makes the mutants itself. Each operator
 edits what one patch *adds* (the file after that patch, only nodes whose lines the patch adds) in
@@ -44,29 +44,26 @@ import time
 import tomllib
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout: sglpatch, tools.mutation
 
 import git  # noqa: E402
 
-from sglpatch.queue import prepare
-from sglpatch.ship import build
-from sglpatch.upstream import source  # noqa: E402
 from sglpatch.errors import UserError  # noqa: E402
+from sglpatch.queue import prepare  # noqa: E402
 from sglpatch.queue.line import all_lines, line_dir  # noqa: E402
-from sglpatch.upstream.pin import read_pin  # noqa: E402
 from sglpatch.queue.series import read_series  # noqa: E402
-
-from mutation import scratch_copy  # noqa: E402  (a committed work tree: some fast tests need one)
+from sglpatch.ship import build  # noqa: E402
+from sglpatch.upstream import source  # noqa: E402
+from sglpatch.upstream.pin import read_pin  # noqa: E402
+from tools.mutation.scratch import EQUIVALENTS, scratch_copy  # noqa: E402  (a committed work tree: some fast tests need one)
 
 OPERATORS = ("drop-member", "wrong-delegate", "wrong-argument", "default-on", "neutralise", "move-call")
 IDENTITY = {"GIT_AUTHOR_NAME": "Mutant", "GIT_AUTHOR_EMAIL": "mutant@example.invalid",
             "GIT_AUTHOR_DATE": "2026-01-01T00:00:00+00:00", "GIT_COMMITTER_NAME": "Mutant",
             "GIT_COMMITTER_EMAIL": "mutant@example.invalid", "GIT_COMMITTER_DATE": "2026-01-01T00:00:00+00:00"}
 # Fast tests that read the series first, so that a caught mutant stops early (-x).
-FIRST = ["tests/test_patch_behaviour.py", "tests/test_patch_aux_layers.py", "tests/test_build_gate.py",
-         "tests/test_series_content.py"]
-EQUIVALENTS = REPO / "benchmarks" / "mutation-equivalents.toml"
+FIRST = ["tests/patches/test_patch_behaviour.py", "tests/patches/test_patch_aux_layers.py",
+         "tests/ship/test_build_gate.py", "tests/patches/test_series_content.py"]
 # Calls whose arguments are words or plain data, not the wiring a patch gets wrong.
 _PLAIN_CALLS = {"isinstance", "len", "getattr", "hasattr", "int", "str", "list", "tuple", "dict", "set",
                 "bool", "any", "all", "print", "repr", "sorted", "range", "enumerate", "zip", "type"}
@@ -433,7 +430,9 @@ def summary(results: list[Mutant], seconds: float, gate_only: bool) -> bool:
     for m in results:
         groups.setdefault((m.line, m.patch[:4]), []).append(m)
     for (line, patch), ms in groups.items():
-        count = lambda *v: sum(m.verdict in v for m in ms)  # noqa: E731
+        def count(*verdicts: str, ms: list[Mutant] = ms) -> int:
+            return sum(m.verdict in verdicts for m in ms)
+
         print(f"{line:10} {patch:5} {len(ms):7} {count('gate'):5} {count('fast set'):5} "
               f"{count('survived', 'passes the gate'):5} {count('does not apply'):4} {count('equivalent'):5}")
     left = [m for m in results if m.verdict in ("survived", "passes the gate")]

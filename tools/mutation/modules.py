@@ -1,25 +1,26 @@
 """Mutation testing of the tool: does the fast suite fail when the code is wrong? (issue 20)
 
-    pip install -r benchmarks/requirements-mutation.txt
-    python benchmarks/mutation.py                       # each series module, then the patch-level mutants
-    python benchmarks/mutation.py sglpatch/upstream/pin.py       # one module (minutes)
-    python benchmarks/mutation.py --all                 # every module of sglpatch/, in one run
-    python benchmarks/mutation.py sglpatch/queue/rebase.py --sample 150 --seed 23   # a random 150 of its mutants
+    pip install -r tools/mutation/requirements.txt
+    python tools/mutation/modules.py                    # each series module, then the patch-level mutants
+    python tools/mutation/modules.py sglpatch/upstream/pin.py       # one module (minutes)
+    python tools/mutation/modules.py --all              # every module of sglpatch/, in one run
+    python tools/mutation/modules.py sglpatch/queue/rebase.py --sample 150 --seed 23   # a random 150 of its mutants
 
-Each module runs in its own scratch copy against its own tests (MODULE_TESTS). rebase.py, source.py
-and queue.py are sampled by default (SAMPLED_BY_DEFAULT: their full runs take about 9.5, 1 and 0.6
-hours on 2 cores, the default run about 2.5 hours with the patch-level mutants, gitenv.py's
-share about 15 minutes); `--sample 0` runs every mutant (about 13 hours).
+Each module runs in its own scratch copy against its own tests (MODULE_TESTS). queue/rebase.py,
+upstream/source.py and queue/patch_queue.py are sampled by default (SAMPLED_BY_DEFAULT: their full
+runs take about 9.5, 1 and 0.6 hours on 2 cores, the default run about 2.5 hours with the
+patch-level mutants, git/env.py's share about 15 minutes); `--sample 0` runs every mutant (about
+13 hours).
 
 Runs mutmut (pinned) on a scratch copy of HEAD, never on this checkout, with the fast tests
 (`-m "not slow and not image"`); mutmut runs for each mutant only the tests that reach the mutated
-function, in the test process or in a `python build.py` child (mutation_children/). Prints per
+function, in the test process or in a `python build.py` child (tools/mutation/children/). Prints per
 module: mutants, killed, survived, no tests, timed out, the score and the time.
-Not part of CI: it is a benchmark. What is left out of the score, and nothing else:
+Not part of CI (it runs for hours). What is left out of the score, and nothing else:
 
 - message-only mutants: the mutant differs from the original only inside string literals
   (wording of a message); counted and reported apart, no target;
-- equivalent mutants: listed by their change in benchmarks/mutation-equivalents.toml, one reason each.
+- equivalent mutants: listed by their change in tools/mutation/equivalents.toml, one reason each.
 
 Target (issue 20): at least 90 % killed in the modules that write or judge the series.
 """
@@ -44,8 +45,10 @@ import time
 import tomllib
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-EQUIVALENTS = REPO / "benchmarks" / "mutation-equivalents.toml"
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout: `tools.mutation` below
+
+from tools.mutation.scratch import EQUIVALENTS, HERE, scratch_copy  # noqa: E402
+
 SERIES_MODULES = ("sglpatch/queue/rebase.py", "sglpatch/queue/patch_queue.py", "sglpatch/queue/series.py", "sglpatch/queue/line.py",
                   "sglpatch/queue/line_add.py", "sglpatch/upstream/pin.py", "sglpatch/upstream/source.py", "sglpatch/ship/wheel.py",
                   "sglpatch/contract/index/classes.py",
@@ -54,26 +57,26 @@ SERIES_MODULES = ("sglpatch/queue/rebase.py", "sglpatch/queue/patch_queue.py", "
 # mutmut's first phase (the tests run once traced, once clean) takes seconds, not the whole fast
 # set's half hour; `--tests` overrides, `--tests tests` is the whole fast set.
 MODULE_TESTS = {
-    "sglpatch/queue/rebase.py": ["tests/test_rebase.py", "tests/test_survivors.py", "tests/test_rebase_releases.py",
-                           "tests/test_cli.py", "tests/test_reliability.py", "tests/test_rebase_leftovers.py"],
-    "sglpatch/queue/patch_queue.py": ["tests/test_queue.py", "tests/test_queue_stateful.py"],
-    "sglpatch/queue/series.py": ["tests/test_series.py", "tests/test_series_content.py", "tests/test_import.py"],
-    "sglpatch/queue/line.py": ["tests/test_lines.py", "tests/test_rebase.py", "tests/test_survivors.py"],
-    "sglpatch/queue/line_add.py": ["tests/test_lines.py", "tests/test_rebase.py", "tests/test_survivors.py"],
-    "sglpatch/upstream/pin.py": ["tests/test_pin.py"],
-    "sglpatch/upstream/source.py": ["tests/test_source.py", "tests/test_cache_integrity.py"],
-    "sglpatch/ship/wheel.py": ["tests/test_build.py", "tests/test_survivors.py"],
-    "sglpatch/contract/index/classes.py": ["tests/test_contract_classes.py", "tests/test_contract.py",
-                                     "tests/test_suspect.py", "tests/test_contract_production.py"],
-    "sglpatch/contract/index/wrappers.py": ["tests/test_contract.py"],
-    "sglpatch/git/diffheader.py": ["tests/test_diffheader.py", "tests/test_series.py", "tests/test_rebase.py",
-                               "tests/test_queue.py"],
+    "sglpatch/queue/rebase.py": ["tests/queue/test_rebase.py", "tests/queue/test_rebase_verdicts.py", "tests/queue/test_rebase_releases.py",
+                           "tests/cli/test_cli.py", "tests/queue/test_reliability.py", "tests/queue/test_rebase_leftovers.py"],
+    "sglpatch/queue/patch_queue.py": ["tests/queue/test_queue.py", "tests/queue/test_queue_stateful.py"],
+    "sglpatch/queue/series.py": ["tests/queue/test_series.py", "tests/patches/test_series_content.py", "tests/queue/test_import.py"],
+    "sglpatch/queue/line.py": ["tests/queue/test_lines.py", "tests/queue/test_rebase.py", "tests/queue/test_line_add.py"],
+    "sglpatch/queue/line_add.py": ["tests/queue/test_lines.py", "tests/queue/test_rebase.py", "tests/queue/test_line_add.py"],
+    "sglpatch/upstream/pin.py": ["tests/upstream/test_pin.py"],
+    "sglpatch/upstream/source.py": ["tests/upstream/test_source.py", "tests/upstream/test_cache_integrity.py"],
+    "sglpatch/ship/wheel.py": ["tests/ship/test_build.py", "tests/ship/test_wheel.py"],
+    "sglpatch/contract/index/classes.py": ["tests/contract/test_contract_classes.py", "tests/contract/test_contract.py",
+                                     "tests/contract/test_suspect.py", "tests/contract/test_contract_production.py"],
+    "sglpatch/contract/index/wrappers.py": ["tests/contract/test_contract.py"],
+    "sglpatch/git/diffheader.py": ["tests/git/test_diffheader.py", "tests/queue/test_series.py", "tests/queue/test_rebase.py",
+                               "tests/queue/test_queue.py"],
     # every git command of the tool runs in git_env, so every test of the queue reaches it; these are
     # the ones that read what it changes (a maintainer's configuration ignored, the work tree's pinned,
     # fixed identity and dates, non-UTF-8 diffs and names, a refusing hook, git killed by a signal).
     # Whole files took about an hour, most of it the equivalents running every kill test.
     "sglpatch/git/env.py": [
-        *(f"tests/test_queue.py::test_{name}" for name in (
+        *(f"tests/queue/test_queue.py::test_{name}" for name in (
             "the_maintainers_global_and_system_git_configuration_is_not_read",
             "no_setting_of_the_work_repositorys_own_configuration_changes_a_patch_or_a_hunk_read",
             "a_change_whose_bytes_are_not_utf8_is_exported_byte_for_byte",
@@ -82,17 +85,17 @@ MODULE_TESTS = {
             "a_mail_header_git_am_refuses_after_applying_is_named_not_taken_for_a_stale_hunk",
             "a_hook_that_refuses_git_am_is_named_not_taken_for_a_mail_header",
             "git_ams_refusal_is_gits_error_else_its_hooks_last_line")),
-        "tests/test_source.py::test_import_is_reproducible",
-        *(f"tests/test_reliability.py::test_{name}" for name in (
+        "tests/upstream/test_source.py::test_import_is_reproducible",
+        *(f"tests/queue/test_reliability.py::test_{name}" for name in (
             "a_git_killed_alone_is_an_interrupt_not_a_patch_that_does_not_apply",
             "a_git_killed_alone_in_a_rebase_is_an_interrupt_not_a_conflict",
             "an_interrupted_push_exits_130_and_leaves_the_line_as_before",
             "a_group_ctrl_c_stops_a_push_started_with_sigint_ignored")),
-        "tests/test_diffheader.py"],
+        "tests/git/test_diffheader.py"],
 }
 TARGET = 0.90
 # A full run of rebase.py takes about 9.5 hours on 2 cores (its tests drive real git repositories
-# through the CLI), of source.py about an hour, of queue.py 40 minutes; the default run scores a
+# through the CLI), of source.py about an hour, of patch_queue.py 40 minutes; the default run scores a
 # seeded random sample of each instead, so it ends within an afternoon.
 SAMPLED_BY_DEFAULT = {"sglpatch/queue/rebase.py": 150, "sglpatch/upstream/source.py": 150, "sglpatch/queue/patch_queue.py": 150}
 # mutmut stops a mutant after 30 times its tests' estimated CPU time (timeout_multiplier 15, twice):
@@ -115,20 +118,6 @@ def tests_for(modules: list[str], override: list[str] | None) -> list[str]:
     if any(m not in MODULE_TESTS for m in modules):
         return ["tests"]
     return sorted({t for m in modules for t in MODULE_TESTS[m]})
-
-
-IDENTITY = {"GIT_AUTHOR_NAME": "mutation", "GIT_AUTHOR_EMAIL": "mutation@example.invalid",
-            "GIT_COMMITTER_NAME": "mutation", "GIT_COMMITTER_EMAIL": "mutation@example.invalid"}
-
-
-def scratch_copy(dest: Path) -> None:
-    """HEAD's tracked files (what a clean clone has), without the submodule, committed: some
-    tests need a work tree with a commit (the image's revision label)."""
-    archive = subprocess.run(["git", "-C", str(REPO), "archive", "HEAD"], check=True, capture_output=True).stdout
-    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
-    env = {**os.environ, **IDENTITY}
-    for command in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "scratch copy of HEAD"]):
-        subprocess.run(["git", *command], cwd=dest, check=True, env=env, capture_output=True)
 
 
 # Calls whose string arguments are words for a person: an error, a warning, a progress line. None:
@@ -338,12 +327,13 @@ def run_mutmut(modules: list[str], tests: list[str], sample: int, seed: int, max
         print(f"mutmut on {', '.join(modules)} against {' '.join(tests)} (progress: {log})", flush=True)
         hits = workdir / ".children-hits"
         hits.mkdir()
-        # the functions the tests' `python build.py` children reach count too (mutation_children/)
+        # the functions the tests' `python build.py` children reach count too (children/, this
+        # checkout's: read only, and there whether or not HEAD has them yet)
         env = {**os.environ, "SGLPATCH_MUTMUT_HITS": str(hits),
-               "PYTHONPATH": os.pathsep.join(filter(None, [str(workdir / "benchmarks" / "mutation_children"),
+               "PYTHONPATH": os.pathsep.join(filter(None, [str(HERE / "children"),
                                                            os.environ.get("PYTHONPATH")]))}
         # A survivor runs every test that reaches it to the end: the stateful queue test's 20
-        # examples made each surviving queue.py mutant cost 5-8 minutes. 5 examples still kill
+        # examples made each surviving patch_queue.py mutant cost 5-8 minutes. 5 examples still kill
         # in the first ones what they kill at all; export a larger value for a deeper run.
         env.setdefault("SGLPATCH_STATEFUL_EXAMPLES", "5")
         chosen, population = [], None
@@ -383,14 +373,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="keep the scratch copy (mutmut show/browse there)")
     parser.add_argument("--sample", type=int, metavar="N",
                         help="run a random N of each module's scored mutants (seeded): an estimate with its 95 %% "
-                             "interval (default: SAMPLED_BY_DEFAULT's N for rebase.py, source.py and queue.py, "
+                             "interval (default: SAMPLED_BY_DEFAULT's N for rebase.py, source.py and patch_queue.py, "
                              "every mutant of the others; 0: every mutant)")
     parser.add_argument("--seed", type=int, default=20, help="the sample's seed (default: 20)")
     parser.add_argument("--no-patches", action="store_true",
-                        help="skip the patch-level mutants (benchmarks/patch_mutation.py), which the default run adds")
+                        help="skip the patch-level mutants (tools/mutation/patches.py), which the default run adds")
     args = parser.parse_args(argv)
     if importlib.util.find_spec("mutmut") is None:
-        print("error: mutmut is not installed: pip install -r benchmarks/requirements-mutation.txt", file=sys.stderr)
+        print("error: mutmut is not installed: pip install -r tools/mutation/requirements.txt", file=sys.stderr)
         return 2
     # one run per module: mutmut runs each mutant against every test that reaches its function, so
     # modules run together against the union of their tests cost more than the sum of their runs
@@ -414,8 +404,9 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.json).write_text(json.dumps({"rows": rows, "target_met": met}, indent=2))
     print("targets " + ("met" if met else "NOT met") + f": at least {TARGET:.0%} killed in the series modules")
     if not (args.modules or args.all or args.no_patches):  # the default run: the series' patches too
-        import patch_mutation
-        met = patch_mutation.main([]) == 0 and met
+        from tools.mutation import patches
+
+        met = patches.main([]) == 0 and met
         print("all targets " + ("met" if met else "NOT met"))
     return 0 if met else 1
 
