@@ -5,9 +5,22 @@ Public API:
 - ``check_tree(tree, models=None, *, all_models=False) -> Report``: derive the target/draft model
   contract from ``tree`` (an upstream-shaped checkout, ``python/sglang/...``) and check the
   selected model classes (default ``KimiK25ForConditionalGeneration``) and the capture wiring.
-- Named checks registered with :mod:`sglpatch.findings` (importing this package registers them):
-  ``kimi-k25-eagle3-interface``, ``eagle3-capture-wiring``, ``sm120-allreduce-fusion-gate``,
-  ``sm12-torch-symm-mem``.
+- Named checks registered with :mod:`.findings` (importing :mod:`.named`, which this package
+  does, registers them): ``kimi-k25-eagle3-interface``, ``eagle3-capture-wiring``,
+  ``sm120-allreduce-fusion-gate``, ``sm12-torch-symm-mem``, ``eagle3-aux-layer-resolution``.
+
+The stages, each a subpackage that imports only the ones before it:
+
+- ``parse``: the source tree read with ``ast``, its modules' outlines and how names resolve;
+- ``interp``: a small path-sensitive evaluator of a function, over what is statically known;
+- ``index``: the class index (MRO, members, forwards, wrappers);
+- ``flow``: the walk of the runtime that derives every access to the model (``flow.derive``);
+- ``rules``: the contract's terms and verdicts, and the wiring, gate and other rules;
+- ``core``: ``Analysis`` and ``check_tree``, which run them over one tree.
+
+On top: ``named`` (the named checks), ``suspect`` (added lines of a merge that use what the new
+release lost) and ``render`` (the report's text); ``checks`` runs a named check, and this package
+re-exports the public API. ``findings`` (what a check returns) sits below them all.
 
 See docs/contract.md for what is derived and how.
 """

@@ -4,7 +4,8 @@ A check reads a tree laid out like upstream's repository (``python/sglang/...``)
 findings; it never modifies anything. A patch's ``Drop-When: check:<name>`` names the
 property the patch establishes: the build requires it to hold on the patched tree (the patch
 works), the rebase tests it on the pristine new upstream (upstream has the fix: drop the patch).
-Modules that define checks register them with ``findings.register``; this module loads them.
+Modules that define checks register them with ``findings.register`` (all in :mod:`.named`);
+this module loads them.
 """
 
 from __future__ import annotations
@@ -31,4 +32,4 @@ def run_checks(tree: Path, names: list[str]) -> list[CheckResult]:
 
 def _load_check_modules() -> None:
     # Importing a module registers its checks; keep this list the one place that names them.
-    from sglpatch import contract  # noqa: F401
+    from sglpatch.contract import named  # noqa: F401

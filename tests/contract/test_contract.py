@@ -130,7 +130,7 @@ ASSERTED_PROBE = ("        self.support_pp = \"pp_proxy_tensors\" in inspect.sig
 ])
 def test_a_probe_whose_result_an_assert_enforces_is_required_on_that_path(tmp_path, enforce):
     """``self.support_pp = "pp_proxy_tensors" in signature(model.forward)...`` then ``assert
-    self.support_pp`` under ``pp_size > 1``: the probe only makes the error clearer (issue 16)."""
+    self.support_pp`` under ``pp_size > 1``: the probe only makes the error clearer."""
     old, _ = ASSERTED_PROBE
     tree = make_tree(tmp_path, {"models/plain_wrapper.py": PLAIN_WRAPPER}, {"model_executor/model_runner.py": [
         (old, old + "        if self.pp_size > 1:\n" + enforce)]})
@@ -150,7 +150,7 @@ def test_a_probe_whose_result_an_assert_enforces_is_required_on_that_path(tmp_pa
 ])
 def test_a_getattr_none_result_that_an_assert_refuses_is_required(tmp_path, use, required):
     """``embed = getattr(model, "x", None)`` then ``assert embed is not None`` (0.5.23's prefill CUDA
-    graph runner and ``get_input_embeddings``): start-up dies without the member (issue 16)."""
+    graph runner and ``get_input_embeddings``): start-up dies without the member."""
     tree = make_tree(tmp_path, {}, {"model_executor/model_runner.py": [(
         "    def kernel_warmup(self):\n        pass\n",
         "    def kernel_warmup(self):\n        embed = getattr(self.model, 'embeddings_probe', None)\n" + use)]})
@@ -274,7 +274,7 @@ def test_a_probe_none_followed_through_returns_globals_and_arguments_to_its_asse
                                                                                    required):
     """0.5.9's EPLB: ``from_model_config`` returns None without ``get_model_config_for_expert_location``,
     two helpers pass it on, a module global keeps it (0.5.16 on: an attribute of ``get_resources()``),
-    and ``ExpertDistributionRecorder.init_new`` asserts it when a recorder mode is set (issue 16)."""
+    and ``ExpertDistributionRecorder.init_new`` asserts it when a recorder mode is set."""
     tree = make_tree(tmp_path, {"eplb/recorder.py": EXPERT_METADATA.replace("USE", use)}, {
         "model_executor/model_runner.py": [
             (NONE_FLOW_CALL[0], NONE_FLOW_CALL[1].replace("SOURCE", source_)),
@@ -355,7 +355,7 @@ CALLER_GUARD_HELPERS = ("def register_hooks(model, hooks):\n",
 def test_a_guard_in_the_caller_protects_the_reads_in_its_helpers(tmp_path, twin, required):
     """``if not hasattr(model, "x"): return`` then ``helper(model)`` reading ``model.x``: the read
     is guarded on every path that reaches it, also two helpers down (0.5.10 and 0.5.11's
-    ``resolve_language_model`` under ``init_piecewise_cuda_graphs``; issue 16)."""
+    ``resolve_language_model`` under ``init_piecewise_cuda_graphs``)."""
     old, new = CALLER_GUARD
     edits = [(old, new.format(twin=twin)), CALLER_GUARD_HELPERS]
     if twin:
@@ -865,7 +865,7 @@ class PretrainedVLM(PreTrainedModel):
 
 
 def test_a_wrapper_on_transformers_pretrained_model_gets_real_verdicts(tmp_path):
-    """Issue 16: a PreTrainedModel base is known by its members (sglpatch/contract/parse/external.py),
+    """A PreTrainedModel base is known by its members (sglpatch/contract/parse/external.py),
     so its wrapper's missing members are gaps, not 'unknown'; what PreTrainedModel provides
     (config, device, tie_weights) is present, and a default that only raises NotImplementedError
     (get_input_embeddings) is not."""
@@ -925,7 +925,7 @@ def test_cli_table_json_model_selection_and_errors(mini, tmp_path, capsys):
     data = json.loads(capsys.readouterr().out)
     assert data["gaps"] == 0 and data["models"][0]["wrapper"] is False
     assert data["checks"]["sm12-torch-symm-mem"]["passed"] is False
-    # every named check the report does not cover is shown (issue 19: the aux-layer check too)
+    # every named check the report does not cover is shown, the aux-layer check too
     assert list(data["checks"]) == ["sm120-allreduce-fusion-gate", "sm12-torch-symm-mem",
                                     "eagle3-aux-layer-resolution"]
     assert cli_main(["check", "--tree", str(mini), "--all-models", "--json"]) == 1

@@ -1,4 +1,4 @@
-"""`check` tells the gaps on the production launch's paths from the rest (issue 16, item 3).
+"""`check` tells the gaps on the production launch's paths from the rest.
 
 The launch is deploy/compose/compose.yaml's replica command (TP 8, EAGLE-3, CUDA graphs); each
 feature path is on when that launch turns it on or the tree's ServerArgs leaves it on. Real

@@ -11,7 +11,7 @@ The same walk records, per function, the ordered calls the capture-wiring check 
 
 This module drives the walk over the tree and merges its results; the vocabulary is in
 ``access.py``, the walk of one function in ``walker.py``, its guards in ``guards.py`` and its
-call graph in ``calls.py``.
+call graph in ``calls.py``; what those parts ask of this driver is the protocol in ``context.py``.
 """
 
 from __future__ import annotations

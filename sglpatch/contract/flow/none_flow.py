@@ -16,15 +16,12 @@ from __future__ import annotations
 import ast
 from bisect import bisect_right
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 from sglpatch.contract.flow.access import Access
+from sglpatch.contract.flow.context import Driver
 from sglpatch.contract.index.classes import ClassRef
 from sglpatch.contract.flow.none_visit import Taint, Visit, _is_none, _own_nodes, _union
 from sglpatch.contract.parse.tree import MODELS, SRT
-
-if TYPE_CHECKING:
-    from sglpatch.contract.flow.derive import Deriver
 
 _PROBE_GUARDS = ("hasattr", "getattr-default")
 _MAX_STEPS = 2000
@@ -37,7 +34,7 @@ def _unbound(key):
 class NoneFlow:
     """The fixpoint over the runtime functions a probe's ``None`` reaches."""
 
-    def __init__(self, d: Deriver):
+    def __init__(self, d: Driver):
         self.d = d
         self.probes: dict[tuple, dict[tuple[int, int], Access]] = {}  # function -> (line, col) -> probe
         self.returns: dict[tuple, Taint] = {}

@@ -7,15 +7,13 @@ read of the value). A test that proves the value is not ``None`` ends it on that
 from __future__ import annotations
 
 import ast
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from sglpatch.contract.flow.access import Access, _call_name, _features_of
+from sglpatch.contract.flow.context import Driver
 from sglpatch.contract.flow.guards import _exits
 from sglpatch.contract.parse.outline import dotted
 from sglpatch.contract.flow.walker import _Walker, _getattr_none_default
-
-if TYPE_CHECKING:
-    from sglpatch.contract.flow.none_flow import NoneFlow
 
 # One source of a possibly-None value: the probe access and the hops its None took so far.
 Taint = tuple[tuple[Access, tuple[str, ...]], ...]
@@ -34,10 +32,32 @@ def _is_none(e) -> bool:
     return e is None or (isinstance(e, ast.Constant) and e.value is None)
 
 
+class Flow(Protocol):
+    """The fixpoint as one visit sees it: what earlier visits learnt, and where a visit reports
+    what it learns (``none_flow.NoneFlow`` is the one implementation)."""
+
+    d: Driver
+    probes: dict[tuple, dict[tuple[int, int], Access]]  # function -> (line, col) -> probe
+    returns: dict[tuple, Taint]
+    params: dict[tuple, dict[str, Taint]]
+    globals: dict[tuple[str, str], Taint]
+    words: set[str]
+
+    def returned(self, key, taint: Taint) -> None: ...
+
+    def passed(self, key, param: str, taint: Taint) -> None: ...
+
+    def stored(self, slot: tuple[str, str], taint: Taint) -> None: ...
+
+    def consumed(self, taint: Taint, node, visit: Visit) -> None: ...
+
+    def gives_values(self, fn) -> bool: ...
+
+
 class Visit:
     """One pass over one function: which names may hold a probe's None, and where they go."""
 
-    def __init__(self, flow: NoneFlow, key):
+    def __init__(self, flow: Flow, key):
         self.flow = flow
         self.key = key
         self.info = flow.d.funcs[key]

@@ -9,15 +9,12 @@ calls that pass a followed value along become edges (``calls.py``).
 from __future__ import annotations
 
 import ast
-from typing import TYPE_CHECKING
 
 from sglpatch.contract.flow.access import GETTER, _ATTR_ROOTS, _DRAFT_RUNNER_NAME, _EVENT_NAMES, _FOLLOWED, _NAME_ROOTS, Access, FuncInfo, Val, _call_name, _const_str, _features_of
 from sglpatch.contract.flow.calls import CallGraph
+from sglpatch.contract.flow.context import Driver
 from sglpatch.contract.flow.guards import GuardFacts, _after_exit, _exits, _handler_guards
 from sglpatch.contract.parse.outline import dotted, parameter_names, self_parameter
-
-if TYPE_CHECKING:  # derive.py runs the walk
-    from sglpatch.contract.flow.derive import Deriver
 
 _LEAVES = (ast.Name, ast.Constant, ast.operator, ast.cmpop, ast.boolop, ast.unaryop, ast.expr_context)
 
@@ -25,7 +22,7 @@ _LEAVES = (ast.Name, ast.Constant, ast.operator, ast.cmpop, ast.boolop, ast.unar
 class _Walker(GuardFacts, CallGraph):
     """Walk one function under one set of parameter bindings."""
 
-    def __init__(self, d: Deriver, key, info: FuncInfo):
+    def __init__(self, d: Driver, key, info: FuncInfo):
         self.d = d
         self.key = key
         self.info = info

@@ -17,7 +17,7 @@ import ast
 from typing import Callable
 
 from sglpatch.contract.interp.expressions import Expressions
-from sglpatch.contract.parse.outline import _top_statements, bound_names, dotted
+from sglpatch.contract.parse.outline import bound_names, dotted, top_statements
 from sglpatch.contract.parse.tree import Module, SourceTree
 from sglpatch.contract.interp.values import UNKNOWN, End, PathRaises, Raised, State, _binop, _same, exc_matches, is_none, merged_attrs, none_use, truth
 
@@ -324,7 +324,7 @@ class ModuleGlobals:
         if name in mod.outline.imports:
             target, attr = mod.outline.imports[name]
             return self.value(target, attr, depth + 1) if attr and self.tree.module(target) else UNKNOWN
-        top = [s for s in _top_statements(mod.ast.body) if name in bound_names(s)]
+        top = [s for s in top_statements(mod.ast.body) if name in bound_names(s)]
         if len(top) != 1 or top[0] not in mod.ast.body or not isinstance(top[0], (ast.Assign, ast.AnnAssign)):
             return UNKNOWN
         node = top[0]

@@ -100,20 +100,20 @@ def absolute_module(package: str, level: int, module: str | None) -> str:
     return f"{base}.{module}" if module else base
 
 
-def _top_statements(body):
+def top_statements(body):
     """Top-level statements, descending into if/try/with blocks (conditional definitions)."""
     for stmt in body:
         if isinstance(stmt, ast.If):
-            yield from _top_statements(stmt.body)
-            yield from _top_statements(stmt.orelse)
+            yield from top_statements(stmt.body)
+            yield from top_statements(stmt.orelse)
         elif isinstance(stmt, ast.Try) or type(stmt).__name__ == "TryStar":
-            yield from _top_statements(stmt.body)
+            yield from top_statements(stmt.body)
             for h in stmt.handlers:
-                yield from _top_statements(h.body)
-            yield from _top_statements(stmt.orelse)
-            yield from _top_statements(stmt.finalbody)
+                yield from top_statements(h.body)
+            yield from top_statements(stmt.orelse)
+            yield from top_statements(stmt.finalbody)
         elif isinstance(stmt, (ast.With,)):
-            yield from _top_statements(stmt.body)
+            yield from top_statements(stmt.body)
         else:
             yield stmt
 
@@ -122,7 +122,7 @@ def build_outline(mod) -> ModuleOutline:
     out = ModuleOutline(mod.name, mod.relpath)
     package = mod.package
     scan_globals = "global " in mod.source
-    for stmt in _top_statements(mod.ast.body):
+    for stmt in top_statements(mod.ast.body):
         _bind_names(out, stmt)
         if isinstance(stmt, ast.Import):
             for a in stmt.names:
@@ -168,7 +168,7 @@ def outline_class(node: ast.ClassDef, package: str = "") -> ClassOutline:
     co = ClassOutline(node.name, node.lineno, [dotted(b) for b in node.bases], end=node.end_lineno or 0,
                       decorators=[dotted(d.func if isinstance(d, ast.Call) else d) or "?"
                                   for d in node.decorator_list])
-    for stmt in _top_statements(node.body):  # also members defined under if/try in the class body
+    for stmt in top_statements(node.body):  # also members defined under if/try in the class body
         if isinstance(stmt, ast.ClassDef):  # a nested class: self.Inner / cls.Inner
             co.members.setdefault(stmt.name, Member("class", stmt.lineno))
         elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):

@@ -27,7 +27,7 @@ from __future__ import annotations
 import ast
 import re
 
-from sglpatch.contract.parse.outline import _top_statements, dotted
+from sglpatch.contract.parse.outline import dotted, top_statements
 from sglpatch.contract.parse.tree import Module, SourceTree
 
 KEY = "eagle_aux_hidden_state_layer_ids"
@@ -55,7 +55,7 @@ def check_aux_layer_resolution(tree: SourceTree) -> list[tuple[str, str | None]]
 
 def _functions(mod: Module):
     """Every function and method of a module, with its class (or None)."""
-    for stmt in _top_statements(mod.ast.body):
+    for stmt in top_statements(mod.ast.body):
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
             yield None, stmt
         elif isinstance(stmt, ast.ClassDef):
@@ -148,7 +148,7 @@ def _aliases(tree: SourceTree, mod: Module) -> set[str]:
     if cache is not None:
         return cache
     names = set()
-    for stmt in _top_statements(mod.ast.body):
+    for stmt in top_statements(mod.ast.body):
         if (isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Constant)
                 and stmt.value.value == KEY):
             names |= {t.id for t in stmt.targets if isinstance(t, ast.Name)}

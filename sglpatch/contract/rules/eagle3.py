@@ -25,7 +25,7 @@ import ast
 from dataclasses import dataclass
 
 from sglpatch.contract.flow.derive import Access
-from sglpatch.contract.parse.outline import _top_statements
+from sglpatch.contract.parse.outline import top_statements
 from sglpatch.contract.rules.terms import Contract, ContractItem
 from sglpatch.contract.parse.tree import SRT, SourceTree
 from sglpatch.contract.rules.verdicts import MemberStatus, ModelReport
@@ -155,7 +155,7 @@ def draft_rewrites(tree: SourceTree) -> set[str] | None:
     mod = tree.module(MODEL_CONFIG)
     if mod is None or DRAFT_REWRITE not in mod.source:
         return None
-    fn = next((n for s in _top_statements(mod.ast.body) if isinstance(s, ast.ClassDef)
+    fn = next((n for s in top_statements(mod.ast.body) if isinstance(s, ast.ClassDef)
                for n in s.body if isinstance(n, ast.FunctionDef) and n.name == DRAFT_REWRITE), None)
     if fn is None:
         return None

@@ -13,7 +13,7 @@ import ast
 import re
 from dataclasses import dataclass
 
-from sglpatch.contract.parse.outline import _top_statements, dotted
+from sglpatch.contract.parse.outline import dotted, top_statements
 from sglpatch.contract.parse.tree import Module, SourceTree
 
 GATE_MODULE = "sglang.srt.layers.communicator"
@@ -44,14 +44,14 @@ def find_gate(tree: SourceTree) -> tuple[Module, ast.FunctionDef] | None:
         src = mod.source
         if "flashinfer" not in src or "fusion" not in src:
             continue
-        for stmt in _top_statements(mod.ast.body):
+        for stmt in top_statements(mod.ast.body):
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and GATE_NAMES.match(stmt.name):
                 return mod, stmt
     return None
 
 
 def _function(mod: Module, name: str):
-    for stmt in _top_statements(mod.ast.body):
+    for stmt in top_statements(mod.ast.body):
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt.name == name:
             return stmt
     return None
@@ -59,7 +59,7 @@ def _function(mod: Module, name: str):
 
 def _module_values(mod: Module) -> dict[str, list[ast.AST]]:
     out: dict[str, list[ast.AST]] = {}
-    for stmt in _top_statements(mod.ast.body):
+    for stmt in top_statements(mod.ast.body):
         if isinstance(stmt, ast.Assign):
             for t in stmt.targets:
                 if isinstance(t, ast.Name):

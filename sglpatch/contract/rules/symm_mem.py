@@ -32,7 +32,7 @@ import re
 from sglpatch.contract.interp.evaluate import Evaluator, ModuleGlobals
 from sglpatch.contract.interp.values import UNKNOWN, End, PathRaises, State, merged_attrs
 from sglpatch.contract.rules.gates import GateResult
-from sglpatch.contract.parse.outline import _top_statements
+from sglpatch.contract.parse.outline import top_statements
 from sglpatch.contract.parse.tree import Module, SourceTree
 
 SYMM_MODULE = "sglang.srt.distributed.device_communicators.torch_symm_mem"
@@ -50,7 +50,7 @@ def find_communicator(tree: SourceTree) -> tuple[Module, ast.ClassDef] | None:
     for mod in mods:
         if mod is None:
             continue
-        for stmt in _top_statements(mod.ast.body):
+        for stmt in top_statements(mod.ast.body):
             if isinstance(stmt, ast.ClassDef) and stmt.name == SYMM_CLASS:
                 return mod, stmt
     return None

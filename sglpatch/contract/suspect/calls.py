@@ -1,4 +1,4 @@
-"""Rules 3 and 4 of the suspect scan (:mod:`.suspect`), on the calls an added line makes: every
+"""Rules 3 and 4 of the suspect scan (:mod:`.merge`), on the calls an added line makes: every
 keyword an added call passes must be one the callee accepts, and each call is recorded for the
 call-coverage rule. A callee is resolved with the contract checker's class index
 (``ClassIndex.method_def`` and ``callable_def``)."""
@@ -6,14 +6,10 @@ call-coverage rule. A callee is resolved with the contract checker's class index
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from sglpatch.contract.index.classes import ClassRef
 from sglpatch.contract.parse.outline import dotted
-
-if TYPE_CHECKING:  # suspect_scan imports this module
-    from sglpatch.contract.suspect.scan import _Scope
+from sglpatch.contract.suspect.model import _Call, _Scope
 
 SIGNATURE_DECORATORS = frozenset((
     "staticmethod", "classmethod", "abstractmethod", "lru_cache", "cache", "no_grad",
@@ -21,19 +17,8 @@ SIGNATURE_DECORATORS = frozenset((
     "cached_property", "property"))
 
 
-@dataclass
-class _Call:
-    path: str
-    line: int
-    name: str
-    identity: str | None  # qualified definition it resolves to, None when not resolved
-    keywords: frozenset
-    splat: bool           # passes **kwargs
-    where: str
-
-
 class CallChecks:
-    """The call half of :class:`.suspect_scan.Scan` (which supplies ``view``, ``mod``, ``run_``,
+    """The call half of :class:`.scan.Scan` (which supplies ``view``, ``mod``, ``run_``,
     ``collect``, ``calls``, ``added`` and ``report``)."""
 
     def call(self, node: ast.Call, scope: _Scope) -> None:

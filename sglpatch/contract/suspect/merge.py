@@ -32,8 +32,8 @@ catches (``outline.parameter_names``/``self_parameter``, ``guards.caught``):
 
 Added lines are the lines of the merged file that are not in the new release's file
 (:mod:`difflib`); only Python files under ``python/sglang`` are analysed. This module holds the
-entry point, the per-tree views and rule 4; :mod:`.suspect_scan` reads one file (rules 1 and 2),
-:mod:`.suspect_calls` its calls (rule 3).
+entry point, the per-tree views and rule 4; :mod:`.scan` reads one file (rules 1 and 2),
+:mod:`.calls` its calls (rule 3); the small types they share are in :mod:`.model`.
 """
 
 from __future__ import annotations
@@ -45,8 +45,8 @@ from pathlib import Path
 
 from sglpatch.contract.index.classes import ClassIndex
 from sglpatch.contract.core import Analysis
-from sglpatch.contract.suspect.calls import _Call
-from sglpatch.contract.suspect.scan import Scan, Suspect
+from sglpatch.contract.suspect.model import Suspect, _Call
+from sglpatch.contract.suspect.scan import Scan
 from sglpatch.contract.parse.tree import SourceTree
 
 __all__ = ["Suspect", "added_lines", "find_suspects"]
@@ -102,7 +102,7 @@ class _View:
         self._assigned: dict[str, bool] = {}
         self._calls: dict[str, list] = {}
 
-    def calls_named(self, run: "_Run", name: str) -> list["_Call"]:
+    def calls_named(self, run: _Run, name: str) -> list[_Call]:
         """Every call of something named ``name`` in the package (parsing only the files whose
         text has ``name(``, visiting only the statements on those lines)."""
         if name not in self._calls:

@@ -1,55 +1,28 @@
-"""One file of a merged tree, read for the suspect scan (:mod:`.suspect`): the statements that
+"""One file of a merged tree, read for the suspect scan (:mod:`.merge`): the statements that
 hold added lines, with the scope each sits in (its class and ``self``, enclosing locals, the
 exceptions an enclosing ``try`` swallows), and rules 1 and 2 on them: ``self.X`` and module
-attributes and imports that must resolve in the new release. Calls go to :mod:`.suspect_calls`."""
+attributes and imports that must resolve in the new release. Calls go to :mod:`.calls`."""
 
 from __future__ import annotations
 
 import ast
 import bisect
 import re
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from dataclasses import replace
 
 from sglpatch.contract.index.classes import ClassRef
 from sglpatch.contract.flow.guards import caught as guard_caught
 from sglpatch.contract.parse.outline import absolute_module, dotted, parameter_names, self_parameter
-from sglpatch.contract.suspect.calls import CallChecks, _Call
+from sglpatch.contract.suspect.calls import CallChecks
+from sglpatch.contract.suspect.model import Run, Suspect, View, _Call, _Scope
 from sglpatch.contract.parse.tree import PACKAGE, Module
-
-if TYPE_CHECKING:  # suspect imports this module
-    from sglpatch.contract.suspect.merge import _Run, _View
-
-
-@dataclass(frozen=True)
-class Suspect:
-    path: str      # repo-relative path in the merged tree, e.g. "python/sglang/srt/x.py"
-    line: int      # 1-based line in the merged file
-    name: str      # the name that does not resolve, or the function whose new call is unpatched
-    why: str       # one short sentence
-
-    def __str__(self) -> str:
-        return f"{self.path}:{self.line}: {self.name}: {self.why}"
-
-
-@dataclass
-class _Scope:
-    cls: ClassRef | None = None      # the class whose method this is (top-level classes only)
-    self_name: str | None = None     # "self" (or "cls" in a classmethod)
-    on_class: bool = False
-    locals: frozenset = frozenset()  # names bound in enclosing functions
-    where: str = "<module>"          # enclosing outlined definition: "Class.method" / "func"
-    span: tuple[int, int] | None = None  # its lines (for the string-mention guard)
-    class_body: bool = False         # directly in a class body (a def here is a method)
-    self_class: ClassRef | None = None  # the class the self parameter is annotated with
-    caught: frozenset = frozenset()  # exceptions an enclosing try in this function swallows
 
 
 class Scan(CallChecks):
     """Visits one module, only the statements that hold added lines (``lines``), or all of it
     when collecting the calls of one name (``collect``)."""
 
-    def __init__(self, run: _Run, view: _View, mod: Module, lines: list[int] | None,
+    def __init__(self, run: Run, view: View, mod: Module, lines: list[int] | None,
                  collect: str | None = None):
         self.run_ = run
         self.view = view
