@@ -20,7 +20,8 @@ from sglpatch.git.env import git_bytes, git_env, raise_if_killed
 from sglpatch.queue.series import PATCH_DIR, Series, commit_matches_patch, message_break, parse_patch, read_series, read_series_names, refuse_conflict_markers, render_series, series_path
 from sglpatch.queue.snapshot import BASE_REF
 from sglpatch.queue.line import line_of
-from sglpatch.queue.transaction import WORK_TREE, checked_repo, transaction
+from sglpatch.queue.transaction import transaction
+from sglpatch.queue.transaction_journal import WORK_TREE, checked_repo
 
 BRANCH = "patched"
 

@@ -18,7 +18,7 @@ from sglpatch.git.env import FIXED_IDENTITY
 from sglpatch.queue.line import line_of
 from sglpatch.queue.patch_queue import PatchQueue, am_refusal
 from sglpatch.queue.series import read_series_names
-from sglpatch.queue.transaction import log
+from sglpatch.queue.transaction_log import log
 
 RUNNER = "python/sglang/srt/model_executor/model_runner.py"
 KIMI = "python/sglang/srt/models/kimi_k25.py"

@@ -1,4 +1,4 @@
-"""What a rebase does with what an earlier one, or the maintainer, left behind (issue 20).
+"""What a rebase does with what an earlier one, or the maintainer, left behind.
 
 Found by mutation testing of ``sglpatch/queue/rebase.py`` (the default run's sample, 2026-12-06): a
 rebase that no longer cleared an earlier one's journal directory or reset its branch, a `--skip`

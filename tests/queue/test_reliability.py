@@ -18,7 +18,7 @@ from helpers import REPO_ROOT, assert_one_line_error, commit_files, make_upstrea
 from sglpatch.queue import rebase
 from sglpatch.lock import line_lock
 from sglpatch.queue.snapshot import State
-from sglpatch.queue.transaction import _replay_edits
+from sglpatch.queue.transaction_recovery import _replay_edits
 from test_rebase import RUNNER, V2, env, make_repo, snapshot  # noqa: F401  (env is a fixture)
 
 KIMI = "python/sglang/srt/models/kimi_k25.py"
