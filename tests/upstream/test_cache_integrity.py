@@ -21,7 +21,7 @@ import pytest
 
 from helpers import (AUTHOR_ENV, REPO_ROOT, LocalIndex, assert_one_line_error, make_upstream, pin_text, run_cli,
                      sdist_bytes)
-from sglpatch.upstream import source
+from sglpatch.upstream import mirror, source, trees
 from sglpatch.cache import cache_dir
 from sglpatch.errors import UserError
 from sglpatch.lock import exclusive
@@ -405,12 +405,12 @@ def test_an_import_waits_for_the_mirror_lock(env):
 def test_the_mirror_lock_names_the_release_being_imported(env, monkeypatch):
     """What a second importer waiting for the lock is told: which release the holder imports."""
     seen = []
-    real = source._import
+    real = mirror._import
 
     def importing(*args):
         seen.append((cache_dir() / "mirror.lock").read_text())
         return real(*args)
-    monkeypatch.setattr(source, "_import", importing)
+    monkeypatch.setattr(mirror, "_import", importing)
     source.pristine_tree("1.1.0")
     source.import_release("1.0.0", read_pin(env.root))
     assert seen == [f"{os.getpid()} import of SGLang 1.1.0\n", f"{os.getpid()} import of SGLang 1.0.0\n"]
@@ -544,7 +544,7 @@ def test_a_pristine_tree_of_the_pinned_release_comes_from_the_checkout_s_submodu
     """The twin: the same submodule is not used for a release the pin does not pin."""
     upstream, pinned = make_upstream(tmp_path / "upstream", FILES)
     (env.root / "upstream.toml").write_text(pin_text("1.0.0", env.sha).replace('commit = ""', f'commit = "{pinned}"'))
-    monkeypatch.setattr(source, "SUBMODULE", Path(upstream.working_tree_dir))
+    monkeypatch.setattr(trees, "SUBMODULE", Path(upstream.working_tree_dir))
     tree = source.pristine_tree("1.0.0", read_pin(env.root))
     assert (tree / source.STAMP).read_text().splitlines()[0] == pinned
     other = source.pristine_tree("1.1.0", read_pin(env.root))

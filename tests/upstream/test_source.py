@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from helpers import REPO_ROOT, LocalIndex, assert_one_line_error, make_project, run_cli
-from sglpatch.upstream import source
+from sglpatch.upstream import artifacts, source
 from sglpatch.errors import UserError
 from sglpatch.upstream.pin import read_pin
 
@@ -260,7 +260,7 @@ def test_the_stalled_server_answers_nothing(stalled_server):
 
 def test_a_stalled_index_is_one_error_not_a_hang(isolated_cache, stalled_server, monkeypatch):
     monkeypatch.setenv("SGLPATCH_INDEX_URL", f"{stalled_server}/simple")
-    monkeypatch.setattr(source, "INDEX_TIMEOUT", 0.5)
+    monkeypatch.setattr(artifacts, "INDEX_TIMEOUT", 0.5)
     with pytest.raises(UserError) as error, hang_fails_after(30):
         source.released_versions()
     assert str(error.value) == (f"cannot reach the package index {stalled_server}/simple/sglang/ (timed out): "
@@ -268,7 +268,7 @@ def test_a_stalled_index_is_one_error_not_a_hang(isolated_cache, stalled_server,
 
 
 def test_a_stalled_download_is_one_error_and_leaves_no_file(isolated_cache, stalled_server, monkeypatch, tmp_path):
-    monkeypatch.setattr(source, "DOWNLOAD_TIMEOUT", 0.5)
+    monkeypatch.setattr(artifacts, "DOWNLOAD_TIMEOUT", 0.5)
     target = tmp_path / "sglang-3.0.0.tar.gz"
     with pytest.raises(UserError) as error, hang_fails_after(30):
         source._download(source.RemoteFile(target.name, f"{stalled_server}/files/{target.name}", "0" * 64), target)
