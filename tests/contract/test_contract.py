@@ -14,21 +14,19 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
 from helpers import REPO_ROOT, load_module, make_project, run_cli
-from sglpatch.contract import checks
-from sglpatch.upstream import source
+from mini_tree import SRT, make_tree
+
 from sglpatch.cli.main import main as cli_main
-from sglpatch.contract import CHECK_NAMES, PATTERNS, check_tree
+from sglpatch.contract import CHECK_NAMES, PATTERNS, check_tree, checks
 from sglpatch.contract.core import Analysis
 from sglpatch.contract.parse.refs import ClassRef
 from sglpatch.contract.rules.gates import check_allreduce_gate
 from sglpatch.contract.rules.symm_mem import check_symm_mem
 from sglpatch.errors import UserError
+from sglpatch.upstream import source
 from sglpatch.upstream.pin import read_pin
 
-FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "contract" / "mini"
-SRT = "python/sglang/srt"
 KIMI = "KimiK25ForConditionalGeneration"
 PIN = read_pin(REPO_ROOT)
 
@@ -54,27 +52,6 @@ class PlainVLM(nn.Module):
 
 EntryClass = [PlainVLM]
 '''
-
-
-# ---------------------------------------------------------------- synthetic trees
-
-def make_tree(tmp_path: Path, files: dict[str, str] | None = None,
-              edits: dict[str, list[tuple[str, str]]] | None = None) -> Path:
-    """A copy of the mini tree, plus ``files`` (path under srt/ -> text) and ``edits``."""
-    root = tmp_path / "tree"
-    shutil.copytree(FIXTURE, root)
-    for rel, text in (files or {}).items():
-        path = root / SRT / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(textwrap.dedent(text))
-    for rel, pairs in (edits or {}).items():
-        path = root / SRT / rel
-        text = path.read_text()
-        for old, new in pairs:
-            assert old in text, f"{old!r} not in {rel}"
-            text = text.replace(old, new)
-        path.write_text(text)
-    return root
 
 
 @pytest.fixture

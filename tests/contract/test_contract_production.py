@@ -12,11 +12,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from helpers import REPO_ROOT, run_cli
+from mini_tree import make_tree
+from test_contract import KIMI, PIN, PLAIN_WRAPPER
+
 from sglpatch.contract import check_tree
 from sglpatch.contract.rules.production import LAUNCH_FILE, field_defaults, parse_flags, production_launch
-from test_contract import KIMI, PIN, PLAIN_WRAPPER, make_tree
 from sglpatch.upstream import source
 
 PRODUCTION = {"core", "eagle3", "cuda-graph"}
