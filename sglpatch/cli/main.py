@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import functools
 import inspect
-import json
 import re
 import signal
 import sys
@@ -13,17 +12,18 @@ from pathlib import Path
 
 import git
 
-from sglpatch.queue.prepare import prepare_tree
-from sglpatch.ship import build as build_module
 from sglpatch.errors import UserError
 from sglpatch.git.env import killing_signal
+from sglpatch.lock import line_lock
+from sglpatch.output import error, result
 from sglpatch.queue import transaction
 from sglpatch.queue.line import PRODUCTION, all_lines, find_line, line_of
 from sglpatch.queue.line_add import add_line
-from sglpatch.lock import line_lock
-from sglpatch.upstream.pin import read_pin
 from sglpatch.queue.patch_queue import PatchQueue
+from sglpatch.queue.prepare import prepare_tree
 from sglpatch.queue.series import read_series_names
+from sglpatch.ship import build as build_module
+from sglpatch.upstream.pin import read_pin
 
 ROOT = Path(__file__).resolve().parents[2]
 # git's words for an object store that lost or garbled objects (git fsck's and read errors)
@@ -32,7 +32,7 @@ _DAMAGED = re.compile(r"bad (tree )?object|unable to read (tree|sha1 file)|missi
 
 
 def emit(args, data: dict, text: str) -> None:
-    print(json.dumps(data, indent=2) if args.json else text)
+    result(data, text, as_json=args.json)
 
 
 def writes(name: str):
@@ -248,41 +248,38 @@ def main(argv: list[str] | None = None) -> int:
         args.root = find_line(args.repo_root, getattr(args, "line", None)).root
         return args.func(args)
     except UserError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        error(str(exc))
         return 2
     except git.exc.GitCommandNotFound:
-        print("error: the git program was not found: install git (e.g. apt-get install git)",
-              file=sys.stderr)
+        error("the git program was not found: install git (e.g. apt-get install git)")
         return 2
     except git.GitCommandError as exc:
         if (signum := killing_signal(exc)) is not None:
-            print(f"error: interrupted: git {exc.command[1] if len(exc.command) > 1 else ''} was stopped by "
-                  f"signal {signum}; nothing was lost: {_after_interrupt(args)}", file=sys.stderr)
+            error(f"interrupted: git {exc.command[1] if len(exc.command) > 1 else ''} was stopped by "
+                  f"signal {signum}; nothing was lost: {_after_interrupt(args)}")
             return 130
         said = [l.strip().strip("'") for l in (exc.stderr or "").replace("stderr: '", "").splitlines() if l.strip()]
         lock = next((m for l in said for m in [re.search(r"'?(/\S+\.lock)'?", l)] if m), None)
         if lock:
-            print(f"error: git found {lock.group(1)}: another git command is running there, or one was killed: "
-                  f"if none runs, remove it (`rm {lock.group(1)}`) and rerun", file=sys.stderr)
+            error(f"git found {lock.group(1)}: another git command is running there, or one was killed: "
+                  f"if none runs, remove it (`rm {lock.group(1)}`) and rerun")
             return 2
         damage = next((l for l in said if _DAMAGED.search(l)), None)
         if damage:
             work = Path(args.root) / "build" / "src"
-            print(f"error: git found a damaged repository ({damage}): `git -C {work} fsck` shows the damage; "
+            error(f"git found a damaged repository ({damage}): `git -C {work} fsck` shows the damage; "
                   f"save what you need from {work}, move it aside and run `python build.py prepare` "
-                  "(patches/ is untouched)", file=sys.stderr)
+                  "(patches/ is untouched)")
             return 2
-        print(f"error: git {exc.command[1] if len(exc.command) > 1 else ''} failed: "
-              f"{said[-1] if said else exc.status}: nothing was lost; rerun, or run `build.py undo`",
-              file=sys.stderr)
+        error(f"git {exc.command[1] if len(exc.command) > 1 else ''} failed: "
+              f"{said[-1] if said else exc.status}: nothing was lost; rerun, or run `build.py undo`")
         return 2
     except OSError as exc:
-        print(f"error: {exc.strerror or exc}: {exc.filename or ''}: check the path and its permissions",
-              file=sys.stderr)
+        error(f"{exc.strerror or exc}: {exc.filename or ''}: check the path and its permissions")
         return 2
     except KeyboardInterrupt as exc:
         why = f" ({exc})" if str(exc) else ""  # a git killed alone (the OOM killer) is not a Ctrl-C
-        print(f"error: interrupted{why}; nothing was lost: {_after_interrupt(args)}", file=sys.stderr)
+        error(f"interrupted{why}; nothing was lost: {_after_interrupt(args)}")
         return 130
 
 
@@ -297,3 +294,23 @@ def _after_interrupt(args) -> str:
     if transaction.COMPLETED:
         return f"`{transaction.COMPLETED[-1]}` had completed before the interrupt took effect"
     return "the line is as it was before the command; rerun it"
+
+
+def checkout_of(start: Path) -> Path | None:
+    """The repository that holds ``start``: the nearest directory up with build.py and upstream.toml
+    (a line's own directory, lines/NAME/, has only the latter)."""
+    for directory in (start, *start.parents):
+        if (directory / "build.py").is_file() and (directory / "upstream.toml").is_file():
+            return directory
+    return None
+
+
+def console() -> int:
+    """The ``sglpatch`` command: `python build.py` for the checkout the current directory is in."""
+    root = checkout_of(Path.cwd().resolve())
+    if root is None:
+        error(f"{Path.cwd()} is not inside a checkout of the patch repository (no build.py and "
+              "upstream.toml above it): cd into one")
+        return 2
+    return main(["--root", str(root), *sys.argv[1:]])
+

@@ -1,0 +1,7 @@
+"""`python -m sglpatch`: the same commands as `python build.py` and the `sglpatch` script."""
+
+import sys
+
+from sglpatch.cli.main import console
+
+sys.exit(console())
