@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from sglpatch.contract.core import Report
 from sglpatch.contract.rules.verdicts import MemberStatus, ModelReport
 
@@ -103,7 +105,7 @@ def render_model(m: ModelReport, inner_attr: str | None = None, in_production=la
     return lines + render_eagle3(m)
 
 
-def render(report: Report, *, extra_checks: list[tuple[str, bool, str]] = (),
+def render(report: Report, *, extra_checks: Sequence[tuple[str, bool, str]] = (),
            show_contract: bool = False) -> str:
     c = report.contract
     req = sum(1 for i in c.target.values() if i.required)

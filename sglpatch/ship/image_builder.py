@@ -126,6 +126,7 @@ def stream(argv: list[str], *, cwd: Path, env: dict[str, str], keep: int = 400) 
     tail: collections.deque[str] = collections.deque(maxlen=keep)
     proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, errors="replace", bufsize=1)
+    assert proc.stdout is not None  # stdout=PIPE
     try:
         for line in proc.stdout:
             sys.stderr.write(line)

@@ -108,7 +108,7 @@ def _rollout_problems(doc: dict) -> list[str]:
 
 
 def _selects_workers(selector: dict) -> bool:
-    return selector and all(WORKER_LABELS.get(k) == v for k, v in selector.get("matchLabels", {}).items())
+    return bool(selector) and all(WORKER_LABELS.get(k) == v for k, v in selector.get("matchLabels", {}).items())
 
 
 def _router_problems(docs: list[dict], multinode: bool) -> list[str]:

@@ -17,6 +17,7 @@ import stat
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 from packaging.utils import parse_wheel_filename
 from packaging.version import Version
@@ -106,7 +107,7 @@ def _write_members(upstream_wheel: Path, partial: Path, overrides: dict[str, byt
                     continue
                 if overrides[member] != data:
                     replaced.append(member)
-                data = overrides[member]
+                data = cast(bytes, overrides[member])  # not None: checked above
             if member == f"{old_info}/METADATA":
                 data = _with_version(data, new_version)
             renamed = _under_version(member, old, new)
@@ -114,8 +115,9 @@ def _write_members(upstream_wheel: Path, partial: Path, overrides: dict[str, byt
             records.append((renamed, data))
         added = [m for m, data in overrides.items() if data is not None and m not in upstream_members]
         for member in sorted(added):
-            _write(dst, member, overrides[member], timestamp, REGULAR_FILE)
-            records.append((member, overrides[member]))
+            content = cast(bytes, overrides[member])  # not None: `added` keeps only members with content
+            _write(dst, member, content, timestamp, REGULAR_FILE)
+            records.append((member, content))
         meta = json.dumps(provenance, indent=2, sort_keys=True).encode() + b"\n"
         _write(dst, f"{new_info}/sglpatch.json", meta, timestamp, REGULAR_FILE)
         records.append((f"{new_info}/sglpatch.json", meta))

@@ -10,9 +10,10 @@ from __future__ import annotations
 import difflib
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, MutableMapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any, cast
 
 import tomlkit
 from packaging.version import InvalidVersion, Version
@@ -99,6 +100,7 @@ class Pin:
 # ---------------------------------------------------------------- the schema
 
 Check = Callable[[object], "str | None"]  # what is wrong with a value, or None
+Then = Callable[[Any], "str | None"]  # what is wrong with a value already of Typed's ``kind``, or None
 
 _TYPE_NAMES = ((bool, "a boolean"), (int, "an integer"), (float, "a float"), (str, "a string"),
                (list, "an array"), (dict, "a table"))
@@ -117,7 +119,7 @@ class Typed:
 
     kind: type
     name: str
-    then: Check | None = None
+    then: Then | None = None
 
     def __call__(self, value: object) -> str | None:
         if not isinstance(value, self.kind) or (self.kind is int and isinstance(value, bool)):
@@ -338,7 +340,7 @@ def _line_of(text: str, key: tuple[str, ...]) -> int | None:
     """The line of ``key`` (a table's: its header) in ``text``, or None where tomlkit cannot tell:
     a comment marker is put on the key's item, and the rendered document searched for it."""
     doc = tomlkit.parse(text)
-    item = doc
+    item: Any = doc  # a container, a table (or its proxy) or a value: walked by duck typing below
     try:
         for part in key:  # .item(): the Item even of a boolean; a split table has only [] (no Item)
             item = item.item(part) if hasattr(item, "item") else item[part]
@@ -386,7 +388,7 @@ def render_pin(root: Path, pin: Pin) -> str:
     refused (one line, as read_pin) unless it reads back."""
     path = root / PIN_FILE
     _, doc = _load(path)
-    up = doc["upstream"]
+    up = cast(MutableMapping[str, Any], doc["upstream"])  # the [upstream] table (or its proxy)
     up["version"] = pin.version
     up["tag"] = pin.tag
     up["commit"] = pin.commit or ""

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass, field
+from typing import TypeGuard
 
 from sglpatch.contract.index.classes import ClassRef
 from sglpatch.contract.parse.outline import dotted
@@ -164,5 +165,5 @@ def _call_name(c: ast.Call) -> str:
     return dotted(c.func) or ""
 
 
-def _const_str(e) -> bool:
+def _const_str(e: object) -> TypeGuard[ast.Constant]:
     return isinstance(e, ast.Constant) and isinstance(e.value, str)

@@ -7,14 +7,33 @@ functions, methods on ``self`` and on followed objects, constructors, lookup tab
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 
-from sglpatch.contract.flow.access import _EVENT_NAMES, _call_name, _same_as_pattern
+from sglpatch.contract.flow.access import _EVENT_NAMES, FuncInfo, Val, _call_name, _same_as_pattern
+from sglpatch.contract.flow.context import Driver
 from sglpatch.contract.index.classes import ClassRef
 from sglpatch.contract.parse.outline import dotted
+from sglpatch.contract.parse.tree import Module
 
 
 class CallGraph:
     """Mixin of ``_Walker``: edges to callees, enqueued under their parameter bindings."""
+
+    # What the mixin reads of ``_Walker`` (declared for the type checker; set in its __init__).
+    d: Driver
+    info: FuncInfo
+    mod: Module
+    cls: ClassRef | None
+    self_name: str | None
+    is_runner: bool
+    events: list[tuple]
+    edge_features: dict[tuple, set]
+    guarded_edges: set
+    call_facts: list
+    known: dict[str, str]
+    try_guard: int
+    ev: Callable[[ast.AST], Val | None]
+    features: Callable[[], set[str]]
 
     def edge(self, c: ast.Call) -> None:
         f = c.func
@@ -122,6 +141,7 @@ class CallGraph:
             if sym.kind == "module":
                 return self._from_symbol(self.d.tree.resolve(sym.module, f.attr))
             if sym.kind == "class":  # Class.method(...) / Class.classmethod(...)
+                assert sym.name is not None  # a class symbol is always named
                 ref = ClassRef(sym.module, sym.name)
                 owner, node = self.d.method_node(ref, f.attr)
                 if node is not None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ast
 import re
+from typing import cast
 
 from sglpatch.contract.flow.access import FEATURES, PATTERNS, PROPAGATION, Access, FuncInfo, KeyResult, Val
 from sglpatch.contract.index.classes import ClassIndex, ClassRef
@@ -100,8 +101,8 @@ class Deriver:
                     self.enqueue(self.key_for(mod, None, name, {}))
             for cname, co in out.classes.items():
                 ref = ClassRef(mod.name, cname)
-                for name, m in co.members.items():
-                    if m.start and (ref in self.runner_classes or _mentions(mod.text(m.start, m.end))):
+                for name, member in co.members.items():
+                    if member.start and (ref in self.runner_classes or _mentions(mod.text(member.start, member.end))):
                         self.enqueue(self.key_for(mod, ref, name, {}))
         steps = 0
         while self._queue and steps < 200000:
@@ -160,7 +161,7 @@ class Deriver:
             owner, node = self.method_node(cls, name)
             if node is None:
                 return None
-            mod = self.tree.module(owner.module)
+            mod = cast(Module, self.tree.module(owner.module))  # owner: a class of the tree
             qual = f"{owner.name}.{name}"
             cls = owner
         else:
@@ -195,7 +196,7 @@ class Deriver:
                 return
         roots[attr] = val
         # every method of the class (and of subclasses analysed so far) may read self.<attr>
-        mod = self.tree.module(cls.module)
+        mod = cast(Module, self.tree.module(cls.module))  # cls: a class of the tree
         for name in self.methods(cls):
             self.enqueue(self.key_for(mod, cls, name, {}))
         for k in list(self.results):
@@ -256,6 +257,7 @@ class Deriver:
         for k in self.results:
             if not k[2]:
                 continue  # an entry (no bound parameters) needs no chain
+            chain: list[str]
             chain, cur, seen = [], k, set()
             while cur in callers and cur not in seen and len(chain) < 6:
                 seen.add(cur)
@@ -296,7 +298,7 @@ class Deriver:
                     merged = here if merged is None else {
                         m: _required_first(g, here[m]) for m, g in merged.items() if m in here}
                 if merged != inherited.get(callee, {}):
-                    inherited[callee] = merged
+                    inherited[callee] = cast(dict[str, str], merged)  # sites: never empty
                     changed = True
             if not changed:
                 break

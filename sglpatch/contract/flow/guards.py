@@ -7,13 +7,27 @@ proves about the model's members, and what a block that always raises or returns
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
+from typing import cast
 
-from sglpatch.contract.flow.access import _call_name, _const_str
+from sglpatch.contract.flow.access import Access, Val, _call_name, _const_str
+from sglpatch.contract.flow.context import Driver
 from sglpatch.contract.index.classes import ClassRef
 from sglpatch.contract.parse.outline import dotted
+from sglpatch.contract.parse.tree import Module
 
 class GuardFacts:
     """Mixin of ``_Walker``: facts from tests (``self.known``: member -> guard)."""
+
+    # What the mixin reads of ``_Walker`` (declared for the type checker; set in its __init__).
+    d: Driver
+    mod: Module
+    self_name: str | None
+    tests: list[ast.AST]
+    checked_probe: set[int]
+    probe_results: dict[str, list[Access]]
+    ev: Callable[[ast.AST], Val | None]
+    features: Callable[[], set[str]]
 
     def is_class_check(self, test) -> bool:
         """``isinstance(model, X)`` / ``type(model).__name__ == "X"``: a branch for one class only."""
@@ -82,7 +96,7 @@ class GuardFacts:
             if name in ("hasattr", "getattr") and len(e.args) >= 2 and _const_str(e.args[1]):
                 base = self.ev(e.args[0])
                 if base is not None and base.kind in ("model", "class"):
-                    return e.args[1].value
+                    return cast(str, e.args[1].value)  # _const_str: a str constant
             if name == "callable" and len(e.args) == 1:
                 return self.probe(e.args[0])
         return None

@@ -21,7 +21,7 @@ from sglpatch.contract.flow.access import Access
 from sglpatch.contract.flow.context import Driver
 from sglpatch.contract.index.classes import ClassRef
 from sglpatch.contract.flow.none_visit import Taint, Visit, _is_none, _own_nodes, _union
-from sglpatch.contract.parse.tree import MODELS, SRT
+from sglpatch.contract.parse.tree import MODELS, SRT, Module
 
 _PROBE_GUARDS = ("hasattr", "getattr-default")
 _MAX_STEPS = 2000
@@ -43,7 +43,7 @@ class NoneFlow:
         self.sinks: dict[tuple, Access] = {}
         self.words: set[str] = set()  # text that can start a taint: "f(" of a tainted return, slot names
         self._queue: list[tuple] = []
-        self._runtime = None
+        self._runtime: tuple[list[Module], list[int], bytes] | None = None  # modules, offsets, texts
         self._gives: dict[int, bool] = {}
 
     def run(self) -> list[Access]:

@@ -7,7 +7,7 @@ read of the value). A test that proves the value is not ``None`` ends it on that
 from __future__ import annotations
 
 import ast
-from typing import Protocol
+from typing import Protocol, cast
 
 from sglpatch.contract.flow.access import Access, _call_name, _features_of
 from sglpatch.contract.flow.context import Driver
@@ -128,8 +128,8 @@ class Visit:
             yes, no, derived = self.none_when(test.operand)
             return no, yes, derived
         if isinstance(test, ast.BoolOp):
-            yes: Taint = ()
-            no: Taint = ()
+            yes = ()
+            no = ()
             derived = False
             for v in test.values:
                 y, n, d = self.none_when(v)
@@ -175,7 +175,7 @@ class Visit:
             if self.derived and self.absent:  # if x is None: raise ...
                 self.flow.consumed(self.absent, s, self)
         elif isinstance(s, ast.Assert):
-            t: Taint = ()
+            t = ()
             for name in sorted(_not_none(s.test, True)):
                 t = _union(t, self.name_taint(name))
             if t:
@@ -308,8 +308,8 @@ class Visit:
         for i, a in tainted:
             if i < len(params):
                 self.flow.passed(key, params[i], _hop(self.taint(a), self.where(c)))
-        for k in kw:
-            self.flow.passed(key, k.arg, _hop(self.taint(k.value), self.where(c)))
+        for k in kw:  # kw: named keywords only
+            self.flow.passed(key, cast(str, k.arg), _hop(self.taint(k.value), self.where(c)))
 
 
 def _accessor(e) -> str:

@@ -149,10 +149,10 @@ class _Walker(GuardFacts, CallGraph):
         if isinstance(e, ast.NamedExpr):
             return self.ev(e.value)
         if isinstance(e, ast.BoolOp) and isinstance(e.op, ast.Or):
-            for v in e.values:
-                r = self.ev(v)
-                if r is not None:
-                    return r
+            for operand in e.values:
+                found = self.ev(operand)
+                if found is not None:
+                    return found
         return None
 
     def _collect_env(self) -> None:

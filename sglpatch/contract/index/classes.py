@@ -7,13 +7,14 @@ index's other half (:mod:`.wrappers`); the types it returns live in :mod:`.refs`
 from __future__ import annotations
 
 import re
+from typing import cast
 
 from sglpatch.contract.parse.external import CLOSED_BASES, EMPTY_BASES, NN_MODULE_BASES, NN_MODULE_MEMBERS, OBJECT_MEMBERS, PLAIN_CLASS_DECORATORS, PRETRAINED_MODEL_BASES, PRETRAINED_MODEL_MEMBERS
 from sglpatch.contract.index.getattr_forward import getattr_paths
 from sglpatch.contract.index.loader import loader_set_attributes
 from sglpatch.contract.parse.outline import ClassOutline, Member
 from sglpatch.contract.parse.refs import ClassRef, External, Lookup
-from sglpatch.contract.parse.tree import MODELS, SRT, SourceTree, Symbol
+from sglpatch.contract.parse.tree import MODELS, SRT, Module, SourceTree, Symbol
 from sglpatch.contract.index.wrappers import Wrappers
 
 __all__ = ["ClassIndex", "ClassRef", "External", "Lookup"]  # the types live in refs.py
@@ -53,6 +54,7 @@ class ClassIndex(Wrappers):
 
     def location(self, ref: ClassRef, line: int | None = None) -> str:
         mod = self.tree.module(ref.module)
+        assert mod is not None  # a ClassRef names a module of the tree
         co = self.outline(ref)
         return f"{mod.relpath}:{line if line is not None else (co.line if co else 0)}"
 
@@ -66,6 +68,7 @@ class ClassIndex(Wrappers):
     @staticmethod
     def _from_symbol(sym: Symbol):
         if sym.kind == "class":
+            assert sym.name is not None  # a class symbol is always named
             return ClassRef(sym.module, sym.name)
         if sym.kind == "external":
             return External(sym.qualname)
@@ -150,9 +153,9 @@ class ClassIndex(Wrappers):
             return Lookup("present", "the model loader", "set on every model", self.loader_set[member])
         if not on_class:
             owner = next((c for c in self.mro(ref) if isinstance(c, ClassRef) and self.outline(c)
-                          and self.outline(c).getattr_forward is not None), None)
-            if owner is not None and _depth >= FORWARD_DEPTH:
-                where = self.location(owner, self.outline(owner).members["__getattr__"].line)
+                          and cast(ClassOutline, self.outline(c)).getattr_forward is not None), None)
+            if owner is not None and _depth >= FORWARD_DEPTH:  # owner: a class with an outline
+                where = self.location(owner, cast(ClassOutline, self.outline(owner)).members["__getattr__"].line)
                 return Lookup("unknown", None, None, where, f"__getattr__ forwards through more than "
                               f"{FORWARD_DEPTH} wrappers (or in a circle)")
             if owner is not None:
@@ -164,7 +167,7 @@ class ClassIndex(Wrappers):
     def _via_getattr(self, ref: ClassRef, owner: ClassRef, member: str, depth: int) -> Lookup:
         """``member`` as ``owner.__getattr__`` serves it on an instance of ``ref``: forwarded only
         when every path forwards to an inner object whose class really has it."""
-        m = self.outline(owner).members["__getattr__"]
+        m = cast(ClassOutline, self.outline(owner)).members["__getattr__"]  # owner: a class with an outline
         where = self.location(owner, m.line)
         key = (owner, member)
         if key not in self._getattr_paths:
@@ -206,7 +209,7 @@ class ClassIndex(Wrappers):
         when any step is chosen at runtime, external, or not constructed where we can see it."""
         current = [ref]
         for attr in chain:
-            nxt = []
+            nxt: list[ClassRef] = []
             for c in current:
                 cands = self.held(c).get(attr)
                 if not cands or any(not isinstance(x, ClassRef) for x in cands):
@@ -241,7 +244,7 @@ class ClassIndex(Wrappers):
             m = co.members.get(name)
             if m is None or m.kind == "annotation":
                 continue
-            node = self.tree.module(c.module).segment(m.start, m.end) if m.start else None
+            node = cast(Module, self.tree.module(c.module)).segment(m.start, m.end) if m.start else None
             return (c, node, m) if node is not None else (None, None, None)
         return None, None, None
 
@@ -250,9 +253,11 @@ class ClassIndex(Wrappers):
         a function of the tree, or a class's ``__init__`` found through its MRO; else None."""
         if sym.kind == "function":
             mod = self.tree.module(sym.module)
+            assert sym.name is not None  # a function symbol is always named
             fn = mod.function(sym.name) if mod else None
             return (mod, None, sym.name, fn) if fn is not None else None
         if sym.kind == "class":
+            assert sym.name is not None  # a class symbol is always named
             owner, node, _ = self.method_def(ClassRef(sym.module, sym.name), "__init__", past_external=past_external)
             if node is not None:
                 return self.tree.module(owner.module), owner, "__init__", node
@@ -321,7 +326,7 @@ class ClassIndex(Wrappers):
     def _named_subclasses(self, ref: ClassRef) -> list[ClassRef]:
         """Classes whose bases name ``ref`` (text prefilter on the class name) and whose MRO holds it."""
         pattern = re.compile(r"^\s*class\s+\w+\s*\([^)]*\b" + re.escape(ref.name) + r"\b", re.M)
-        found = []
+        found: list[ClassRef] = []
         for mod in self.tree.grep(pattern, literal=ref.name):
             subs = (ClassRef(mod.name, name) for name in mod.outline.classes)
             found.extend(sub for sub in subs if sub != ref and ref in self.mro(sub))

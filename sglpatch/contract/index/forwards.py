@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
+from typing import cast
 
 from sglpatch.contract.index.classes import ClassIndex, ClassRef
 from sglpatch.contract.index.getattr_forward import self_chain
@@ -63,7 +64,7 @@ def forward_problems(tree: SourceTree, classes: ClassIndex, ref: ClassRef) -> li
             continue
         lost = _missing_self_calls(classes, ref, node)
         if lost:
-            problems.append((member, f"{ref.name}.{member} calls self.{lost[0].func.attr}, which {ref.name} "
+            problems.append((member, f"{ref.name}.{member} calls self.{cast(ast.Attribute, lost[0].func).attr}, which {ref.name} "
                                      "lacks", classes.location(ref, lost[0].lineno)))
             continue
         forwards = _forwards(node, helpers, inner_attrs, inner_classes)
@@ -156,7 +157,7 @@ def _forwards(node: ast.AST, helpers: dict[str, int], inner_attrs: set[str], inn
 
 def _results(node: ast.AST) -> list[ast.expr]:
     if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        return [node]  # the value of ``self.x = ...``
+        return [cast(ast.expr, node)]  # the value of ``self.x = ...``
     return [s.value for s in ast.walk(node) if isinstance(s, (ast.Return, ast.Expr)) and s.value is not None]
 
 
@@ -211,5 +212,5 @@ def inner_reads(tree: SourceTree, classes: ClassIndex, ref: ClassRef, member: st
     reads = []
     for n in ast.walk(node) if node is not None else ():
         if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Load) and _is_inner(n.value, inner_attrs, set()):
-            reads.append((n.value.attr, n.attr, n.lineno))
+            reads.append((cast(ast.Attribute, n.value).attr, n.attr, n.lineno))  # _is_inner: self.<inner>
     return reads

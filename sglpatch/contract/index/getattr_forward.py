@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
+from typing import cast
 
 from sglpatch.contract.interp.evaluate import Evaluator
 from sglpatch.contract.parse.outline import Member, dotted
 from sglpatch.contract.parse.refs import ClassRef
-from sglpatch.contract.parse.tree import SourceTree
+from sglpatch.contract.parse.tree import Module, SourceTree
 from sglpatch.contract.interp.values import UNKNOWN, PathRaises, Raised, is_none
 
 _NO_ATTR = ("__getattr__", "__getattribute__")
@@ -21,7 +22,7 @@ def getattr_paths(tree: SourceTree, cls: ClassRef, m: Member, member: str) -> li
     ``return getattr(self.a.b, name)``, ("raise", ()) when it raises (``super().__getattr__`` of
     an nn.Module raises for anything but a registered parameter, buffer or submodule), ("none", ())
     when it returns None, or ("returns another value", ()) / ("is not analysable", ())."""
-    node = tree.module(cls.module).segment(m.start, m.end) if m.start else None
+    node = cast(Module, tree.module(cls.module)).segment(m.start, m.end) if m.start else None
     params = [a.arg for a in node.args.args] if node is not None else []
     if len(params) < 2:
         return [("is not analysable", ())]
@@ -38,7 +39,7 @@ def getattr_paths(tree: SourceTree, cls: ClassRef, m: Member, member: str) -> li
             return _Forward(chain) if chain else UNKNOWN
         return NotImplemented
 
-    out = []
+    out: list[tuple[str, tuple[str, ...]]] = []
     for end in Evaluator(call=hook).run(node, {params[1]: member}):
         if end.kind == "raise":
             out.append(("raise", ()))

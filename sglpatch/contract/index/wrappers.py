@@ -8,7 +8,13 @@ so every part of the runtime interface the inner model has must be delegated by 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
 from sglpatch.contract.parse.refs import ClassRef, Inner
+
+if TYPE_CHECKING:
+    from sglpatch.contract.parse.outline import ClassOutline
 
 # Attribute names that hold the language model in multimodal wrappers; used only when the class
 # assigned there is chosen at runtime (e.g. ``self.language_model = lm_cls(...)``).
@@ -18,6 +24,15 @@ DYNAMIC_INNER_ATTRS = ("language_model", "llm")
 class Wrappers:
     """The wrapper half of :class:`.classes.ClassIndex` (which supplies ``mro``, ``outline``,
     ``resolve``, ``location`` and the ``_lm``, ``_wrapper`` and ``_inners`` caches)."""
+
+    # What the mixin reads of ``ClassIndex`` (declared for the type checker; set in its __init__).
+    _lm: dict[ClassRef, bool]
+    _wrapper: dict[ClassRef, bool]
+    _inners: dict[ClassRef, list]
+    mro: Callable[[ClassRef], list]
+    outline: Callable[[ClassRef], ClassOutline | None]
+    resolve: Callable[[str, str | None], Any]
+    location: Callable[[ClassRef, int | None], str]
 
     def held(self, ref: ClassRef) -> dict[str, list]:
         """attr -> classes constructed into ``self.attr`` anywhere in the MRO (subclass first)."""

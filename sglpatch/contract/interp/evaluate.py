@@ -14,7 +14,7 @@ global names and a hook for calls; anything else is UNKNOWN. Loops run zero time
 from __future__ import annotations
 
 import ast
-from typing import Callable
+from typing import Callable, cast
 
 from sglpatch.contract.interp.expressions import Expressions
 from sglpatch.contract.parse.outline import bound_names, dotted, top_statements
@@ -22,6 +22,8 @@ from sglpatch.contract.parse.tree import Module, SourceTree
 from sglpatch.contract.interp.values import UNKNOWN, End, PathRaises, Raised, State, _binop, _same, exc_matches, is_none, merged_attrs, none_use, truth
 
 CallHook = Callable[["Evaluator", ast.Call, str, list, dict, State], object]
+# The paths a block leaves: each state with how it left (None: it falls through), e.g. ("return", v, line).
+Paths = list[tuple[State, "tuple | None"]]
 
 
 class Evaluator(Expressions):
@@ -74,7 +76,7 @@ class Evaluator(Expressions):
         self.truncated |= sub.truncated
         for e in ends:
             if e.kind == "raise":
-                raise PathRaises(e.error)
+                raise PathRaises(cast(Raised, e.error))  # a raising path carries its error
         st.calls.extend(c for e in ends for c in e.state.calls)
         if method and ends:
             st.attrs.update(merged_attrs(ends))
@@ -83,10 +85,10 @@ class Evaluator(Expressions):
 
     # ------------------------------------------------------------ statements
 
-    def block(self, stmts, st: State) -> list[tuple[State, tuple | None]]:
-        states = [(st, None)]
+    def block(self, stmts, st: State) -> Paths:
+        states: Paths = [(st, None)]
         for s in stmts:
-            nxt = []
+            nxt: Paths = []
             for cur, out in states:
                 nxt.extend([(cur, out)] if out is not None else self.stmt(s, cur))
             if len(nxt) > self.max_paths:
@@ -95,7 +97,7 @@ class Evaluator(Expressions):
             states = nxt
         return states
 
-    def stmt(self, s, st: State) -> list[tuple[State, tuple | None]]:
+    def stmt(self, s, st: State) -> Paths:
         try:
             return self._stmt(s, st)
         except PathRaises as r:
@@ -110,6 +112,7 @@ class Evaluator(Expressions):
                 for t in (s.targets if isinstance(s, ast.Assign) else [s.target]):
                     self.assign(t, v, st)
         elif isinstance(s, ast.AugAssign):
+            cur: object
             t, cur = s.target, UNKNOWN
             if isinstance(t, ast.Name):
                 cur = st.env[t.id] if t.id in st.env else self.globals(t.id)
@@ -117,7 +120,7 @@ class Evaluator(Expressions):
                 cur = st.attrs[t.attr] if t.attr in st.attrs else self.class_attr(t.attr)
             self.assign(t, _binop(type(s.op), cur, self.ev(s.value, st)), st)
         elif isinstance(s, ast.If):
-            out = []
+            out: Paths = []
             for t, st2, _ in self.branches(s.test, st):
                 if isinstance(t, Raised):
                     out.append((st2, ("raise", t)))
@@ -187,7 +190,7 @@ class Evaluator(Expressions):
                       s.lineno)
 
     def try_(self, s, st: State):
-        out = []
+        out: Paths = []
         for st2, o in self.block(s.body, st):
             if o and o[0] == "raise":
                 h = next((h for h in s.handlers if exc_matches(o[1].exc, h.type)), None)
@@ -207,7 +210,7 @@ class Evaluator(Expressions):
                 out.append((st2, o))
         if not s.finalbody:
             return out
-        final = []
+        final: Paths = []
         for st2, o in out:
             final.extend((st3, o3 if o3 is not None else o) for st3, o3 in self.block(s.finalbody, st2))
         return final
@@ -215,9 +218,9 @@ class Evaluator(Expressions):
     def for_(self, s, st: State):
         it = self.ev(s.iter, st)
         if isinstance(it, (tuple, list)) and len(it) <= 16:  # a literal sequence: run it for real
-            states = [(st, None)]
+            states: Paths = [(st, None)]
             for item in it:
-                nxt = []
+                nxt: Paths = []
                 for cur, o in states:
                     if o is not None:
                         nxt.append((cur, o))
@@ -225,7 +228,7 @@ class Evaluator(Expressions):
                     self.assign(s.target, item, cur)
                     nxt.extend(self.block(s.body, cur))
                 states = [(c, None if o and o[0] == "continue" else o) for c, o in nxt]
-            out = []
+            out: Paths = []
             for cur, o in states:
                 if o and o[0] == "break":
                     out.append((cur, None))

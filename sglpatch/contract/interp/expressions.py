@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import ast
 import operator
+from collections.abc import Callable
+from typing import Any, cast
 
 from sglpatch.contract.parse.outline import dotted
 from sglpatch.contract.interp.values import _COMPARE, _CONCRETE, UNKNOWN, Missing, PathRaises, Raised, State, _binop, _contains, _hashable, _is_hashable, _same, is_none, none_use, truth
@@ -15,6 +17,13 @@ from sglpatch.contract.interp.values import _COMPARE, _CONCRETE, UNKNOWN, Missin
 class Expressions:
     """The expression half of :class:`.evaluate.Evaluator` (which supplies ``globals``,
     ``class_attr``, ``call_hook``, ``self_name``, ``depth`` and ``run``)."""
+
+    # What the mixin reads of ``Evaluator`` (declared for the type checker; set in its __init__).
+    globals: Callable[[str], object]
+    class_attr: Callable[[str], object]
+    call_hook: Callable[..., object] | None  # evaluate.CallHook, called with the Evaluator
+    self_name: str | None
+    assign: Callable[[ast.expr, object, State], None]
 
     def ev(self, e, st: State):
         if e is None:
@@ -51,8 +60,8 @@ class Expressions:
                 t = truth(v)
                 return UNKNOWN if t is UNKNOWN else not t
             if isinstance(v, (int, float)) and not isinstance(e.op, ast.Not):
-                return {ast.USub: operator.neg, ast.UAdd: operator.pos,
-                        ast.Invert: operator.invert}[type(e.op)](v)
+                return cast(dict[type, Callable[[Any], Any]], {ast.USub: operator.neg, ast.UAdd: operator.pos,
+                        ast.Invert: operator.invert})[type(e.op)](v)
             return UNKNOWN
         if isinstance(e, ast.BinOp):
             return _binop(type(e.op), self.ev(e.left, st), self.ev(e.right, st))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass, field
+from typing import cast
 
 def parameter_names(args: ast.arguments) -> list[str]:
     """Every name a def binds from its arguments, ``*args`` and ``**kwargs`` included."""
@@ -141,7 +142,7 @@ def build_outline(mod) -> ModuleOutline:
         elif isinstance(stmt, ast.ClassDef):
             out.classes.setdefault(stmt.name, outline_class(stmt, package))
         elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            out.functions.setdefault(stmt.name, (_start(stmt), stmt.end_lineno))
+            out.functions.setdefault(stmt.name, (_start(stmt), cast(int, stmt.end_lineno)))  # parsed: set
             if scan_globals:
                 out.names.update(_global_names(stmt))
         elif isinstance(stmt, (ast.Assign, ast.AnnAssign)):
@@ -172,7 +173,7 @@ def outline_class(node: ast.ClassDef, package: str = "") -> ClassOutline:
         if isinstance(stmt, ast.ClassDef):  # a nested class: self.Inner / cls.Inner
             co.members.setdefault(stmt.name, Member("class", stmt.lineno))
         elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            kind = "method"
+            kind: str | None = "method"
             for dec in stmt.decorator_list:
                 name = (dotted(dec) or "").rpartition(".")[2]
                 if name in _METHOD_KINDS:
@@ -187,7 +188,7 @@ def outline_class(node: ast.ClassDef, package: str = "") -> ClassOutline:
                 params = params[1:]
             co.members.setdefault(stmt.name, Member(kind, stmt.lineno, params=tuple(params),
                                                     varkw=args.kwarg is not None,
-                                                    start=_start(stmt), end=stmt.end_lineno))
+                                                    start=_start(stmt), end=cast(int, stmt.end_lineno)))
             if stmt.name == "__getattr__":
                 co.getattr_forward = _getattr_target(stmt)
             _scan_method(co, stmt, package)
@@ -243,7 +244,7 @@ def _names(target):
             yield from _names(e)
 
 
-def _getattr_target(fn: ast.FunctionDef) -> str:
+def _getattr_target(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
     """``return getattr(self.inner, name)`` -> ``inner``; anything else -> ``?``."""
     for node in ast.walk(fn):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr":
@@ -253,7 +254,7 @@ def _getattr_target(fn: ast.FunctionDef) -> str:
     return "?"
 
 
-def _scan_method(co: ClassOutline, fn: ast.FunctionDef, package: str = "") -> None:
+def _scan_method(co: ClassOutline, fn: ast.FunctionDef | ast.AsyncFunctionDef, package: str = "") -> None:
     """Record ``self.x = ...`` (and setattr(self, "x", ...)) with the constructors they call."""
     if not fn.args.args:
         return
@@ -316,7 +317,7 @@ def _scan_method(co: ClassOutline, fn: ast.FunctionDef, package: str = "") -> No
 def _edits_dict(stmt, me: str) -> bool:
     """``self.__dict__.update(...)`` / ``self.__dict__[k] = v`` / ``vars(self).update(...)``."""
     if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
-        node = stmt.value.func
+        node: ast.expr | None = stmt.value.func
         node = node.value if isinstance(node, ast.Attribute) else None
     elif isinstance(stmt, ast.Assign) and isinstance(stmt.targets[0], ast.Subscript):
         node = stmt.targets[0].value
@@ -338,9 +339,10 @@ def _flatten_targets(t):
         yield t
 
 
-def _param_defaults(fn: ast.FunctionDef) -> dict[str, ast.AST]:
+def _param_defaults(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, ast.expr]:
     args = fn.args
-    out = {}
+    out: dict[str, ast.expr] = {}
+    d: ast.expr | None  # a keyword-only parameter's default may be missing (None)
     pos = args.posonlyargs + args.args
     for a, d in zip(pos[len(pos) - len(args.defaults):], args.defaults):
         out[a.arg] = d

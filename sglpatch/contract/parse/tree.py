@@ -12,8 +12,10 @@ import ast
 import hashlib
 import os
 import pickle
+from ast import AST as _AST
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, cast
 
 from sglpatch.errors import UserError
 from sglpatch.contract.parse.outline import ModuleOutline, build_outline
@@ -100,9 +102,9 @@ class Module:
                 # Blank lines in front keep the real line numbers (no renumbering walk needed);
                 # "if 1:" accepts the indented body of a method as it stands.
                 if indent and start >= 2:
-                    node = ast.parse("\n" * (start - 2) + "if 1:\n" + text).body[0].body[0]
+                    node = cast(ast.If, ast.parse("\n" * (start - 2) + "if 1:\n" + text).body[0]).body[0]
                 elif indent:
-                    node = ast.parse("if 1:\n" + text).body[0].body[0]
+                    node = cast(ast.If, ast.parse("if 1:\n" + text).body[0]).body[0]
                     ast.increment_lineno(node, start - 2)
                 else:
                     node = ast.parse("\n" * (start - 1) + text).body[0]
@@ -121,7 +123,7 @@ class Module:
             self._outline = self.tree._outline_for(self)
         return self._outline
 
-    def loc(self, node: ast.AST | int) -> str:
+    def loc(self, node: _AST | int) -> str:  # _AST: ``ast`` here is the property above
         line = node if isinstance(node, int) else getattr(node, "lineno", 0)
         return f"{self.relpath}:{line}"
 
@@ -270,7 +272,7 @@ class SourceTree:
                     return Symbol("module", f"{target}.{attr}", None)
                 return Symbol("external", target, attr)
             sub = f"{target}.{attr}"
-            if self.module(sub) is not None and attr not in self.module(target).outline.classes:
+            if self.module(sub) is not None and attr not in cast(Module, self.module(target)).outline.classes:
                 # ``from pkg import submodule`` unless the package defines that name itself
                 inner = self.resolve(target, attr, seen)
                 if inner.kind in ("class", "function"):
@@ -349,6 +351,7 @@ class SourceTree:
         if self._cache_path is None or not self._outline_cache_dirty:
             return
         # drop outlines of earlier versions of the files seen in this run (edited work trees)
+        assert self._outline_cache is not None  # dirty only after the cache was loaded
         for key in [k for k in self._outline_cache if _stale(k, self._current)]:
             del self._outline_cache[key]
         try:
@@ -412,7 +415,7 @@ def _outline_job(jobs) -> dict[str, ModuleOutline]:
     for path, name, relpath, is_package in jobs:
         class _Stub:  # just enough of Module for build_outline
             pass
-        stub = _Stub()
+        stub: Any = _Stub()  # attributes set one by one below
         stub.name, stub.relpath, stub.is_package = name, relpath, is_package
         stub.package = name if is_package else name.rpartition(".")[0]
         data = Path(path).read_bytes()

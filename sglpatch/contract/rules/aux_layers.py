@@ -114,7 +114,7 @@ def _closure(tree: SourceTree, mod: Module, fn) -> list[tuple[Module, ast.AST]]:
     return list(seen.values())
 
 
-def _callee(tree: SourceTree, mod: Module, func) -> tuple[Module, ast.AST] | None:
+def _callee(tree: SourceTree, mod: Module, func) -> tuple[Module, ast.FunctionDef | ast.AsyncFunctionDef] | None:
     if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
         for _, f in _functions(mod):  # a method of a class in the same module
             if f.name == func.attr:
@@ -156,7 +156,7 @@ def _aliases(tree: SourceTree, mod: Module) -> set[str]:
             for alias in stmt.names:
                 if "KEY" in alias.name.upper() or "LAYER_IDS" in alias.name.upper():
                     names.add(alias.asname or alias.name)
-    mod._sglpatch_key_aliases = names
+    mod._sglpatch_key_aliases = names  # type: ignore[attr-defined]  # a cache on the module, read by getattr above
     return names
 
 
@@ -170,7 +170,7 @@ def _is_key(tree: SourceTree, mod: Module, node, params=()) -> bool:
 
 def _reads(tree: SourceTree, mod: Module, fn, key_params=()) -> list[tuple[ast.AST, str, ast.AST]]:
     """(container expression, "dict" | "attr" | "both", site) for each read of the key in ``fn``."""
-    out = []
+    out: list[tuple[ast.AST, str, ast.AST]] = []
     for node in ast.walk(fn):
         if isinstance(node, ast.Subscript) and _is_key(tree, mod, node.slice, key_params):
             out.append((node.value, "dict", node))
@@ -259,7 +259,7 @@ def _judge(tree: SourceTree, mod: Module, fn) -> list[tuple[str, str | None]]:
     if not override:
         missing.append("an operator override")
     where = mod.loc(fn)
-    out = []
+    out: list[tuple[str, str | None]] = []
     if missing:
         out.append((f"{fn.name} resolves the EAGLE-3 capture layers without reading "
                     f"{', '.join(missing)}: such drafts silently get the default layers", where))

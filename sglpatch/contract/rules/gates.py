@@ -34,7 +34,7 @@ class GateResult:
 
 # ---------------------------------------------------------------- allreduce fusion gate
 
-def find_gate(tree: SourceTree) -> tuple[Module, ast.FunctionDef] | None:
+def find_gate(tree: SourceTree) -> tuple[Module, ast.FunctionDef | ast.AsyncFunctionDef] | None:
     mod = tree.module(GATE_MODULE)
     if mod is not None:
         fn = _function(mod, GATE_FUNCTION)
@@ -130,6 +130,7 @@ def _resolve_function(tree: SourceTree, mod: Module, func) -> tuple[Module, ast.
     target = tree.module(sym.module)
     if target is None:
         return None
+    assert sym.name is not None  # a function symbol is always named
     fn = _function(target, sym.name)
     return (target, fn) if fn is not None else None
 

@@ -28,9 +28,10 @@ from __future__ import annotations
 
 import ast
 import re
+from typing import cast
 
 from sglpatch.contract.interp.evaluate import Evaluator, ModuleGlobals
-from sglpatch.contract.interp.values import UNKNOWN, End, PathRaises, State, merged_attrs
+from sglpatch.contract.interp.values import UNKNOWN, End, PathRaises, Raised, State, merged_attrs
 from sglpatch.contract.rules.gates import GateResult
 from sglpatch.contract.parse.outline import top_statements
 from sglpatch.contract.parse.tree import Module, SourceTree
@@ -166,7 +167,7 @@ def check_symm_mem(tree: SourceTree) -> GateResult:
     readers = [e for e in ends if c.reads_capability(e) is not None]
     if not readers:
         return GateResult([_never_reached(c, ends)], where)
-    findings = [(f"{SYMM_CLASS}.__init__ has too many paths to analyse: {LAYOUT}", where)] if truncated else []
+    findings: list[tuple[str, str | None]] = [(f"{SYMM_CLASS}.__init__ has too many paths to analyse: {LAYOUT}", where)] if truncated else []
     findings += _unlisted(c, unlisted, ends, readers)
     findings += _listed(c, listed)
     findings += _methods(c, unlisted, readers)
@@ -200,7 +201,7 @@ def _unlisted(c: _Communicator, cap: int, ends: list[End], readers: list[End]) -
         out.append((f"{on} {SYMM_CLASS}.__init__ {may} with the communicator enabled instead of "
                     f"disabled{_path(e, c.reads_capability(e))}", c.loc(e.line)))
     for e in _unique(x for x in readers if x.kind != "raise" and c.enabled(x) is False
-                     and not _warned_after(x, c.reads_capability(x))):
+                     and not _warned_after(x, cast(int, c.reads_capability(x)))):  # readers: not None
         out.append((f"{on} {SYMM_CLASS}.__init__ disables the communicator without logging a "
                     f"warning (returns at line {e.line}){_path(e, c.reads_capability(e))}", c.loc(e.line)))
     return out
@@ -225,7 +226,7 @@ def _methods(c: _Communicator, cap: int, readers: list[End]) -> list[tuple]:
         if name.startswith("__") and name.endswith("__"):
             continue
         ends, _ = c.run(name, cap, state)
-        for e in _unique(x for x in ends if x.kind == "raise" and x.error.key == cap):
+        for e in _unique(x for x in ends if x.kind == "raise" and cast(Raised, x.error).key == cap):
             out.append((f"on a GPU of compute capability {cap} {SYMM_CLASS}.{name} raises "
                         f"{e.error.exc}: {e.error.message}", c.loc(e.line)))
     return out

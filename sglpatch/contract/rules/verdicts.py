@@ -108,7 +108,7 @@ def check_model(ci: ClassIndex, ref: ClassRef, contract: Contract,
     wrapper = ci.is_wrapper(ref)
     inners = ci.inner_models(ref) if wrapper else []
     inner_refs: list[ClassRef] = []
-    inner_json = []
+    inner_json: list[dict[str, object]] = []
     for inn in inners:
         names = [c.name if isinstance(c, ClassRef) else ("<runtime choice>" if c == "?" else c.dotted)
                  for c in inn.candidates]

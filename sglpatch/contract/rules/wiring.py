@@ -65,7 +65,7 @@ def check_wiring(d: Deriver) -> WiringResult:
     if runner is None:
         out.findings.append(("ModelRunner not found: the tree's layout is not recognised", None))
         return out
-    keys_by_qual = {}
+    keys_by_qual: dict[tuple, tuple] = {}  # (module, qualname) -> key
     for k in d.results:
         if not k[2]:
             keys_by_qual.setdefault((k[0], k[1]), k)
@@ -78,7 +78,7 @@ def check_wiring(d: Deriver) -> WiringResult:
     flat_cache: dict = {}
 
     def flatten(key, seen) -> list[Event]:
-        events = []
+        events: list[Event] = []
         r = d.results.get(key)
         if r is None:
             return events
@@ -163,6 +163,7 @@ def _entry_callers(d: Deriver, key, runner: ClassRef, limit: int = 5) -> list[st
         for ev in r.events:
             if ev[0] == "edge":
                 callers.setdefault(ev[1], set()).add(k)
+    out: list[str]
     out, seen, frontier = [], {key}, [key]
     while frontier and len(out) < limit:
         nxt = []
@@ -207,12 +208,14 @@ def _external_order(d: Deriver, runner: ClassRef, flat, keys_by_qual):
         for m in d.tree.package_modules(pkg):
             if m not in modules and ("scheduler" in m.name or "worker" in m.name):
                 modules.append(m)
-    spans = []
+    spans: list[tuple] = []  # (module, function name, start, end)
     for mod in modules:
         if not any(name in mod.source for name in conf_phase):
             continue  # a driver or a delegating wrapper calls the configuring phase by name
         spans.extend((mod, name, start, end) for name, start, end in _spans(mod))
     summaries: dict[tuple, tuple] = {}
+    good: list[tuple[str, int, int, str]]  # (where, configure line, graph line, path)
+    bad: list[tuple[str, int, int, str]]
     good, bad = [], []
     for _ in range(6):
         grown = False
@@ -253,7 +256,7 @@ _PHASE_NAME = re.compile(r"graph|warmup|capture", re.I)
 
 def _calls(fn) -> list[tuple[int, int, str]]:
     """(line, column, called name) of every call in a function, in source order."""
-    out = []
+    out: list[tuple[int, int, str]] = []
     if fn is None:
         return out
     for n in ast.walk(fn):

@@ -6,10 +6,13 @@ call-coverage rule. A callee is resolved with the contract checker's class index
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
+from typing import cast
 
 from sglpatch.contract.index.classes import ClassRef
 from sglpatch.contract.parse.outline import dotted
-from sglpatch.contract.suspect.model import _Call, _Scope
+from sglpatch.contract.parse.tree import Module
+from sglpatch.contract.suspect.model import Run, View, _Call, _Scope
 
 SIGNATURE_DECORATORS = frozenset((
     "staticmethod", "classmethod", "abstractmethod", "lru_cache", "cache", "no_grad",
@@ -21,9 +24,18 @@ class CallChecks:
     """The call half of :class:`.scan.Scan` (which supplies ``view``, ``mod``, ``run_``,
     ``collect``, ``calls``, ``added`` and ``report``)."""
 
+    # What the mixin reads of ``Scan`` (declared for the type checker; set in its __init__).
+    view: View
+    mod: Module
+    run_: Run
+    collect: str | None
+    calls: list[_Call]
+    added: Callable[[int], bool]
+    report: Callable[[int, str, str], None]
+
     def call(self, node: ast.Call, scope: _Scope) -> None:
         if isinstance(node.func, ast.Attribute):
-            node.func._parent_call = node
+            node.func._parent_call = node  # type: ignore[attr-defined]  # a mark on the node, read by Scan.self_attr
         name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", None)
         if name is None or (self.collect is not None and name != self.collect):
             return
@@ -57,7 +69,7 @@ class CallChecks:
             old_accepts = _accepts(old_target) if old_target is not None else set()
             if old_accepts is None or k.arg in old_accepts:
                 why += f" (removed upstream; {self.run_.old.version} accepts it)"
-            self.report(k.lineno, k.arg, why)
+            self.report(k.lineno, cast(str, k.arg), why)  # added_kw holds named keywords only
 
     def callee(self, node: ast.Call, scope: _Scope):
         """(qualified name, FunctionDef, override check or None) of a call that resolves in the tree."""
@@ -92,6 +104,7 @@ class CallChecks:
         if sym.kind == "module":
             return self.from_symbol(tree.resolve(sym.module, f.attr))
         if sym.kind == "class":
+            assert sym.name is not None  # a class symbol is always named
             found = self.method(ClassRef(sym.module, sym.name), f.attr)
             if found is not None:
                 return found[0], found[1], None

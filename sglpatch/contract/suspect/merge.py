@@ -57,7 +57,7 @@ def added_lines(new_file: Path | None, merged_file: Path) -> list[int]:
     merged = merged_file.read_bytes().decode("utf-8", errors="replace").splitlines()
     base = [] if new_file is None or not new_file.is_file() else \
         new_file.read_bytes().decode("utf-8", errors="replace").splitlines()
-    out = []
+    out: list[int] = []
     for tag, _, _, j1, j2 in difflib.SequenceMatcher(None, base, merged, autojunk=False).get_opcodes():
         if tag in ("replace", "insert"):
             out.extend(range(j1 + 1, j2 + 1))

@@ -9,10 +9,11 @@ import ast
 import bisect
 import re
 from dataclasses import replace
+from typing import cast
 
 from sglpatch.contract.index.classes import ClassRef
 from sglpatch.contract.flow.guards import caught as guard_caught
-from sglpatch.contract.parse.outline import absolute_module, dotted, parameter_names, self_parameter
+from sglpatch.contract.parse.outline import ClassOutline, absolute_module, dotted, parameter_names, self_parameter
 from sglpatch.contract.suspect.calls import CallChecks
 from sglpatch.contract.suspect.model import Run, Suspect, View, _Call, _Scope
 from sglpatch.contract.parse.tree import PACKAGE, Module
@@ -96,7 +97,7 @@ class Scan(CallChecks):
         if scope.class_body and not isinstance(node, ast.Lambda):
             inner.self_name, inner.on_class, inner.self_class = None, False, None
             if scope.cls is not None:  # a method of a top-level class
-                member = self.view.classes.outline(scope.cls).members.get(node.name)
+                member = cast(ClassOutline, self.view.classes.outline(scope.cls)).members.get(node.name)
                 inner.where = f"{scope.cls.name}.{node.name}"
                 inner.span = (member.start, member.end) if member is not None and member.start else None
                 inner.self_name, inner.on_class = self_parameter(node)
@@ -135,7 +136,7 @@ class Scan(CallChecks):
             return  # an optional import
         if isinstance(node, ast.Attribute) and scope.caught & {"AttributeError", "*"}:
             return
-        if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load) and self.added(node.end_lineno):
+        if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load) and self.added(cast(int, node.end_lineno)):
             if isinstance(node.value, ast.Name) and scope.cls is not None and node.value.id == scope.self_name:
                 self.self_attr(node, scope)
             else:
@@ -171,6 +172,7 @@ class Scan(CallChecks):
         return False
 
     def self_attr(self, node: ast.Attribute, scope: _Scope) -> None:
+        assert scope.cls is not None  # visit calls it only in a method of a class
         name = node.attr
         ci = self.view.classes
         if ci.resolves(scope.cls, name, on_class=scope.on_class).status != "missing":
@@ -191,8 +193,8 @@ class Scan(CallChecks):
         what = "method" if called else "attribute"
         why = f"{scope.cls.name} has no {what} '{name}' in {self.view.version}"
         old = self.run_.old
-        if old.tree.module(scope.cls.module) is not None and scope.cls.name in old.tree.module(
-                scope.cls.module).outline.classes:
+        if old.tree.module(scope.cls.module) is not None and scope.cls.name in cast(Module, old.tree.module(
+                scope.cls.module)).outline.classes:
             found = old.classes.resolves(scope.cls, name, on_class=scope.on_class)
             if found.status == "present":
                 why += f" (removed upstream; {old.version} has it at {found.location or found.owner})"
