@@ -23,12 +23,10 @@ import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import git
-
 from sglpatch.contract.suspect.merge import Suspect, added_lines, find_suspects
 from sglpatch.git.diffheader import git_line_paths, renamed_header, sections
-from sglpatch.git.env import git_bytes, git_env
-from sglpatch.queue.snapshot import as_stdin
+from sglpatch.git.env import git_bytes
+from sglpatch.git.repo import Repo, pinned_env, run, run_status, work_dir
 
 ORDER = ["obsolete", "clean", "merged", "moved", "suspect", "conflict", "deleted"]  # better to worse
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
@@ -61,11 +59,11 @@ class Moves:
     deleted: frozenset[str]
 
     @classmethod
-    def between(cls, repo: git.Repo, old: str | None, new: str) -> "Moves":
+    def between(cls, repo: Repo, old: str | None, new: str) -> "Moves":
         if not old:
             return cls({}, frozenset())
-        with repo.git.custom_environment(**git_env()):
-            out = repo.git.diff("--name-status", "-z", "--find-renames=50%", "--diff-filter=RD", old, new, "--")
+        with pinned_env(repo):
+            out = run(repo, "diff", "--name-status", "-z", "--find-renames=50%", "--diff-filter=RD", old, new, "--")
         renamed, deleted = {}, set()
         fields = out.split("\0")  # -z: paths as they are, never C-quoted
         while len(fields) >= 2:
@@ -96,7 +94,7 @@ class Moves:
 
 # ---------------------------------------------------------------- per hunk
 
-def verdicts(repo: git.Repo, patch_text: str, moves: Moves | None = None,
+def verdicts(repo: Repo, patch_text: str, moves: Moves | None = None,
              moved: dict[str, str] | None = None) -> list[FileVerdict]:
     """What each file and hunk of ``patch_text`` meets on ``repo``'s HEAD, before the patch is
     applied. A hunk that applies neither alone nor in reverse is "merged" (three-way) until
@@ -147,7 +145,7 @@ def settle_conflicts(files: list[FileVerdict], conflicted: list[str]) -> list[Fi
     return files
 
 
-def _hunk_verdict(repo: git.Repo, header: str, hunk: str) -> Hunk:
+def _hunk_verdict(repo: Repo, header: str, hunk: str) -> Hunk:
     start = _start(hunk)
     ok, output = _apply_check(repo, header + hunk)
     if ok:
@@ -160,15 +158,10 @@ def _hunk_verdict(repo: git.Repo, header: str, hunk: str) -> Hunk:
     return Hunk(start, "merged", "three-way merge", _lines(hunk))
 
 
-def _apply_check(repo: git.Repo, text: str, *options: str) -> tuple[bool, str]:
-    with repo.git.custom_environment(**git_env()):
-        status, out, err = repo.git.apply("--check", "--verbose", *options, "-", istream=_stdin(text),
-                                          with_extended_output=True, with_exceptions=False)
+def _apply_check(repo: Repo, text: str, *options: str) -> tuple[bool, str]:
+    with pinned_env(repo):
+        status, out, err = run_status(repo, "apply", "--check", "--verbose", *options, "-", input=git_bytes(text))
     return status == 0, out + err
-
-
-def _stdin(text: str):
-    return as_stdin(git_bytes(text))
 
 
 def _start(hunk: str) -> int:
@@ -198,12 +191,12 @@ def summary(file: dict) -> str:
 
 # ---------------------------------------------------------------- suspect merges
 
-def suspects(repo: git.Repo, files: list[FileVerdict], old_tree: Path, new_tree: Path,
+def suspects(repo: Repo, files: list[FileVerdict], old_tree: Path, new_tree: Path,
              paths: list[str]) -> tuple[list[Suspect], list[FileVerdict]]:
     """The suspect findings of the patch HEAD just made (on its own added lines, and calls it
     leaves unpatched in upstream's lines; not the lines earlier patches added), with the hunks
     they fall in marked ``suspect``."""
-    merged = Path(repo.working_tree_dir)
+    merged = Path(work_dir(repo))
     own = _added_by_head(repo)
     found = []
     for finding in find_suspects(old_tree, new_tree, merged, paths):
@@ -227,7 +220,7 @@ def suspects(repo: git.Repo, files: list[FileVerdict], old_tree: Path, new_tree:
     return found, files
 
 
-def _added_by_head(repo: git.Repo) -> dict[str, set[int]]:
+def _added_by_head(repo: Repo) -> dict[str, set[int]]:
     """The lines HEAD's commit added, per file (new-side numbers)."""
     added: dict[str, set[int]] = {}
     for path, (start, count) in _head_hunks(repo, "-U0"):
@@ -235,16 +228,16 @@ def _added_by_head(repo: git.Repo) -> dict[str, set[int]]:
     return added
 
 
-def _head_hunk_ranges(repo: git.Repo) -> dict[str, list[tuple[int, int]]]:
+def _head_hunk_ranges(repo: Repo) -> dict[str, list[tuple[int, int]]]:
     ranges: dict[str, list[tuple[int, int]]] = {}
     for path, (start, count) in _head_hunks(repo):
         ranges.setdefault(path, []).append((start, start + max(count, 1)))
     return ranges
 
 
-def _head_hunks(repo: git.Repo, *options: str):
-    with repo.git.custom_environment(**git_env()):
-        diff = repo.git.diff(*options, "--no-renames", "--no-ext-diff", "--src-prefix=a/", "--dst-prefix=b/",
+def _head_hunks(repo: Repo, *options: str):
+    with pinned_env(repo):
+        diff = run(repo, "diff", *options, "--no-renames", "--no-ext-diff", "--src-prefix=a/", "--dst-prefix=b/",
                              "HEAD^", "HEAD", "--")
     path = None
     for line in diff.splitlines():

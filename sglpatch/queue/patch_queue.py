@@ -12,11 +12,11 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-import git
-
 from sglpatch.git.diffheader import sections
 from sglpatch.errors import UserError
-from sglpatch.git.env import git_bytes, git_env, raise_if_killed
+from sglpatch.git.env import git_bytes, raise_if_killed
+from sglpatch.git.repo import (BadName, Commit, GitError, Repo, first_parent_commits, git_dir, head_sha, pinned_env,
+                               resolve_commit, run, work_dir)
 from sglpatch.queue.series import PATCH_DIR, Series, commit_matches_patch, message_break, parse_patch, read_series, read_series_names, refuse_conflict_markers, render_series, series_path
 from sglpatch.queue.snapshot import BASE_REF
 from sglpatch.queue.line import line_of
@@ -37,12 +37,12 @@ class PatchQueue:
     def __init__(self, root: Path, work_tree: Path | None = None):
         self.root = root
         self.path = work_tree or root / WORK_TREE
-        self._repo: git.Repo | None = None
+        self._repo: Repo | None = None
 
     # ------------------------------------------------------------ set-up
 
     @property
-    def repo(self) -> git.Repo:
+    def repo(self) -> Repo:
         if self._repo is None:
             prepare = line_of(self.root).command("prepare")
             if not (self.path / ".git").exists():
@@ -51,9 +51,9 @@ class PatchQueue:
         return self._repo
 
     def _git(self):
-        return self.repo.git.custom_environment(**git_env())
+        return pinned_env(self.repo)
 
-    def reset_to(self, mirror: git.Repo, base: str) -> None:
+    def reset_to(self, mirror: Repo, base: str) -> None:
         """Make the work tree the pristine ``base`` with nothing applied (a fresh queue).
 
         Refuses when that would lose anything: uncommitted edits, or applied commits that differ
@@ -67,33 +67,33 @@ class PatchQueue:
                     self.ensure_exported()
             self.fetch(mirror, base)
             with self._git():
-                self.repo.git.update_ref(BASE_REF, base)
-                self.repo.git.checkout("--quiet", "--force", "-B", BRANCH, base)
+                run(self.repo, "update-ref", BASE_REF, base)
+                run(self.repo, "checkout", "--quiet", "--force", "-B", BRANCH, base)
 
     def _has_head(self) -> bool:
         try:
-            self.repo.head.commit
+            head_sha(self.repo)
             return True
         except ValueError:
             return False
 
-    def fetch(self, mirror: git.Repo, commit: str) -> None:
+    def fetch(self, mirror: Repo, commit: str) -> None:
         """Bring a pristine release commit (and its blobs, for three-way merges) from the mirror."""
         with self._git():
-            self.repo.git.fetch("--quiet", "--no-tags", str(mirror.git_dir), commit)
+            run(self.repo, "fetch", "--quiet", "--no-tags", str(git_dir(mirror)), commit)
 
     def _has_base(self) -> bool:
         try:
-            self.repo.commit(BASE_REF)
+            resolve_commit(self.repo, BASE_REF)
             return True
-        except (git.BadName, ValueError):
+        except (BadName, ValueError):
             return False
 
     @property
-    def base(self) -> git.Commit:
+    def base(self) -> Commit:
         try:
-            return self.repo.commit(BASE_REF)
-        except (git.BadName, ValueError):
+            return resolve_commit(self.repo, BASE_REF)
+        except (BadName, ValueError):
             if not self._has_head():
                 raise UserError(f"{self.path} holds no release yet", "run `python build.py prepare` first") from None
             raise UserError(f"{self.path} has lost its base ref {BASE_REF}, which marks the release under the "
@@ -101,8 +101,8 @@ class PatchQueue:
 
     # ------------------------------------------------------------ state
 
-    def applied_commits(self) -> list[git.Commit]:
-        commits = list(self.repo.iter_commits(f"{self.base.hexsha}..HEAD", first_parent=True))
+    def applied_commits(self) -> list[Commit]:
+        commits = list(first_parent_commits(self.repo, f"{self.base.hexsha}..HEAD"))
         return commits[::-1]
 
     def series(self) -> Series:
@@ -132,7 +132,7 @@ class PatchQueue:
 
     def ensure_clean(self, action: str) -> None:
         if self.is_dirty():
-            changed = [line[3:] for line in self.repo.git.status("--porcelain").splitlines()]
+            changed = [line[3:] for line in run(self.repo, "status", "--porcelain").splitlines()]
             shown = ", ".join(changed[:3]) + (" ..." if len(changed) > 3 else "")
             raise UserError(f"cannot {action}: {self.path} has uncommitted edits ({shown})",
                             "fold them into a patch with `refresh` or `new NAME`, "
@@ -156,7 +156,7 @@ class PatchQueue:
                                 "or `git -C build/src reset --hard refs/sglpatch/base` to drop it")
 
     def _synced_path(self) -> Path:
-        return Path(self.repo.git_dir) / "sglpatch-synced.json"
+        return Path(git_dir(self.repo)) / "sglpatch-synced.json"
 
     def _synced(self) -> dict[str, str]:
         """Patch name -> the commit that was last identical to its patch file."""
@@ -173,7 +173,7 @@ class PatchQueue:
     def refuse_foreign_am(self) -> None:
         """An am of ours never outlives its transaction (sglpatch.transaction rolls it back), so
         one in progress here was started by hand: leave it to its owner."""
-        if (Path(self.repo.git_dir) / "rebase-apply").exists():
+        if (Path(git_dir(self.repo)) / "rebase-apply").exists():
             raise UserError(f"a `git am` that sglpatch did not start is in progress in {self.path}",
                             "finish it (`git am --continue`) or abort it (`git am --abort`) there")
 
@@ -203,27 +203,27 @@ class PatchQueue:
     def _apply(self, patch: Path, name: str) -> None:
         try:
             with self._git():
-                self.repo.git.am("--quiet", "--committer-date-is-author-date", "--keep-cr",
+                run(self.repo, "am", "--quiet", "--committer-date-is-author-date", "--keep-cr",
                                  str(patch.resolve()))
-        except git.GitCommandError as exc:
+        except GitError as exc:
             raise_if_killed(exc)
             with self._git():  # first: git am may have applied the diff before it failed
-                self.repo.git.am("--abort")
+                run(self.repo, "am", "--abort")
             where, hint = self._diagnose(patch, exc)
             top = self.applied_names()
             at = f"stopped after {top[-1]}" if top else "nothing applied"
             error = UserError(f"patch {name} does not apply: {where} ({at})", hint)
             error.keep_progress = True  # the patches before it stay applied, as quilt does
             raise error from None
-        self._mark_synced(name, self.repo.head.commit.hexsha)
+        self._mark_synced(name, head_sha(self.repo))
 
-    def _diagnose(self, patch: Path, am_error: git.GitCommandError) -> tuple[str, str]:
+    def _diagnose(self, patch: Path, am_error: GitError) -> tuple[str, str]:
         """Why git could not apply ``patch``, in git's own words, and what to do about it."""
         stale = "refresh the patch against this upstream, or use `rebase` for a new release"
         damaged = f"restore {PATCH_DIR}/{patch.name} from git (`git checkout -- {PATCH_DIR}/{patch.name}`) or re-export it"
         try:
-            self.repo.git.apply("--check", str(patch.resolve()))
-        except git.GitCommandError as exc:
+            run(self.repo, "apply", "--check", str(patch.resolve()))
+        except GitError as exc:
             stderr = exc.stderr or ""
             found = re.search(r"patch failed: (.+):(\d+)", stderr)
             if found:
@@ -262,7 +262,7 @@ class PatchQueue:
             commits = self.applied_commits()
             onto = commits[keep - 1] if keep else self.base
             with self._git():
-                self.repo.git.reset("--quiet", "--hard", onto.hexsha)
+                run(self.repo, "reset", "--quiet", "--hard", onto.hexsha)
             return applied[keep:][::-1]
 
     # ------------------------------------------------------------ new / refresh / export
@@ -304,18 +304,18 @@ class PatchQueue:
 
     def _commit(self, message: str | None, amend: bool = False) -> None:
         with self._git():
-            self.repo.git.add("--all")
+            run(self.repo, "add", "--all")
             if amend:
-                self.repo.git.commit("--quiet", "--amend", "--no-edit", "--no-verify")
+                run(self.repo, "commit", "--quiet", "--amend", "--no-edit", "--no-verify")
             else:
-                self.repo.git.commit("--quiet", "--no-verify", "-m", message)
+                run(self.repo, "commit", "--quiet", "--no-verify", "-m", message)
 
     def export(self) -> list[Path]:
         """Rewrite the patch file of every applied patch from its commit."""
         with transaction(self.root, "export") as tx:
             return [self.export_one(c, n, tx) for n, c in zip(self.applied_names(), self.applied_commits())]
 
-    def export_one(self, commit: git.Commit, name: str, tx) -> Path:
+    def export_one(self, commit: Commit, name: str, tx) -> Path:
         """Stage ``commit`` as the patch file ``name`` in the transaction ``tx``."""
         path = self.root / PATCH_DIR / name
         _refuse_message_break(commit.message, name, f"indent it (`git -C {self.path} commit --amend`), then rerun")
@@ -326,14 +326,14 @@ class PatchQueue:
         self._mark_synced(name, commit.hexsha)
         return path
 
-    def format_patch(self, commit: git.Commit) -> str:
+    def format_patch(self, commit: Commit) -> str:
         return format_patch(self.repo, commit.hexsha)
 
 
-def format_patch(repo: git.Repo, commit: str) -> str:
+def format_patch(repo: Repo, commit: str) -> str:
     """A commit as a patch file; fixed options make it byte-identical whoever runs it."""
-    with repo.git.custom_environment(**git_env()):
-        return repo.git.format_patch(
+    with pinned_env(repo):
+        return run(repo, "format-patch",
             "--stdout", "--zero-commit", "--no-signature", "--full-index", "--no-numbered",
             "--subject-prefix=PATCH", "--no-renames", "--diff-algorithm=myers",
             # --no-add-header drops the To:, Cc: and other headers a repository's configuration adds
@@ -368,7 +368,7 @@ def git_says(stderr: str) -> str:
     return said[-1].strip() if said else ""
 
 
-def am_refusal(repo: git.Repo, stderr: str, again: str = "rerun") -> tuple[str, str]:
+def am_refusal(repo: Repo, stderr: str, again: str = "rerun") -> tuple[str, str]:
     """Why git am stopped on a patch whose diff applies, and, when a hook stopped it, what to do.
 
     git itself says why in an error: line (a mail header it cannot read); without one, a hook git am
@@ -377,7 +377,7 @@ def am_refusal(repo: git.Repo, stderr: str, again: str = "rerun") -> tuple[str, 
         return f"git says: {said}", ""
     lines = [line.strip() for line in stderr.splitlines() if line.strip()]
     words = re.sub(r"^stderr: '|'$", "", lines[-1]) if lines else "without a word"  # GitPython's quoting off
-    hooks = Path(repo.working_tree_dir, repo.git.rev_parse("--git-path", "hooks"))
+    hooks = Path(work_dir(repo), run(repo, "rev-parse", "--git-path", "hooks"))
     return f"a git hook refused it: {words}", f"fix or remove the hook in {hooks}, then {again}"
 
 

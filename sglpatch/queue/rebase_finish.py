@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from sglpatch.errors import UserError
-from sglpatch.git.env import git_env
+from sglpatch.git.repo import first_parent_commits, pinned_env, run
 from sglpatch.queue.changelog import CHANGELOG, with_entry
 from sglpatch.queue.line import Line, line_of
 from sglpatch.queue.patch_queue import BASE_REF, BRANCH, PatchQueue, format_patch
@@ -25,7 +25,7 @@ def finish_rebase(root: Path, queue: PatchQueue, state: State, tx) -> dict:
     kept = [s for s in state.steps if s["verdict"] in ("clean", "merged")]
     dropped = [Verdict(**{k: s[k] for k in ("name", "verdict", "detail", "files")})
                for s in state.steps if s["verdict"] in ("obsolete", "skipped")]
-    chain = [c.hexsha for c in queue.repo.iter_commits(f"{state.new_base}..HEAD", first_parent=True)][::-1]
+    chain = [c.hexsha for c in first_parent_commits(queue.repo, f"{state.new_base}..HEAD")][::-1]
     if chain != [s["commit"] for s in kept]:
         raise UserError(f"the commits in {queue.path} do not match the rebase's journal "
                         f"({len(chain)} commits above SGLang {state.onto}, {len(kept)} patches kept)",
@@ -45,9 +45,9 @@ def finish_rebase(root: Path, queue: PatchQueue, state: State, tx) -> dict:
     if read_pin(root).changelog:  # a line for experiments may keep out of the shared CHANGELOG
         _stage_changelog(line, _changelog_line(line, state.onto, names, dropped), tx)
     tx.preflight()  # refuse before the work tree moves, so a rerun of --continue can finish
-    with queue.repo.git.custom_environment(**git_env()):
-        queue.repo.git.update_ref(BASE_REF, state.new_base)
-        queue.repo.git.checkout("--quiet", "-B", BRANCH)
+    with pinned_env(queue.repo):
+        run(queue.repo, "update-ref", BASE_REF, state.new_base)
+        run(queue.repo, "checkout", "--quiet", "-B", BRANCH)
     boundary("rebase:finished-work-tree")
     tx.commit(_changelog_line(line, state.onto, names, dropped))
     drop_scratch_state(root, queue.repo)

@@ -6,10 +6,10 @@ from __future__ import annotations
 from dataclasses import asdict, replace
 from pathlib import Path
 
-import git
-
 from sglpatch.errors import UserError
-from sglpatch.git.env import git_env, raise_if_killed
+from sglpatch.git.env import raise_if_killed
+from sglpatch.git.repo import GitError, Repo, git_dir, pinned_env, resolve_commit, run
+from sglpatch.git.repo import head_sha as head_of
 from sglpatch.queue.patch_queue import PatchQueue, am_refusal
 from sglpatch.queue.rebase_state import STATE_DIR, State
 from sglpatch.queue.rebase_verdicts import Verdict, check_suspects
@@ -18,11 +18,11 @@ from sglpatch.queue.transaction_journal import boundary
 
 
 def _in_am(queue: PatchQueue) -> bool:
-    return (Path(queue.repo.git_dir) / "rebase-apply").exists()
+    return (Path(git_dir(queue.repo)) / "rebase-apply").exists()
 
 
 def head_sha(queue: PatchQueue) -> str:
-    return queue.repo.head.commit.hexsha
+    return head_of(queue.repo)
 
 
 def skip_stopped(queue: PatchQueue, state: State) -> None:
@@ -53,9 +53,9 @@ def continue_stopped(queue: PatchQueue, state: State, old_tree: Path, new_tree: 
     if _in_am(queue):
         _finish_am(queue, state)
     elif suspect and queue.is_dirty() and head_sha(queue) != before:  # the maintainer's fix, not committed
-        with queue.repo.git.custom_environment(**git_env()):
-            queue.repo.git.add("--all")
-            queue.repo.git.commit("--quiet", "--amend", "--no-edit", "--no-verify")
+        with pinned_env(queue.repo):
+            run(queue.repo, "add", "--all")
+            run(queue.repo, "commit", "--quiet", "--amend", "--no-edit", "--no-verify")
     elif queue.is_dirty():
         raise UserError(f"no `git am` is in progress for {name}, and {queue.path} has uncommitted edits",
                         "`rebase --skip` drops the patch, `rebase --abort` returns to the state before")
@@ -67,7 +67,7 @@ def continue_stopped(queue: PatchQueue, state: State, old_tree: Path, new_tree: 
                             "`rebase --skip` drops the patch, `rebase --abort` returns to the state before the rebase")
         record_step(state, Verdict(name, "obsolete", "the resolution left no change"), None)
         return None
-    commit = queue.repo.commit(head)
+    commit = resolve_commit(queue.repo, head)
     patch = parse_patch(queue.root / STATE_DIR / "patches" / name)
     if [p.hexsha for p in commit.parents] != [before] or not commit_matches_patch(commit.message, patch):
         raise UserError(f"HEAD in {queue.path} is {head[:12]} ('{commit.summary}'), not a resolution of {name} "
@@ -102,27 +102,27 @@ def _finish_am(queue: PatchQueue, state: State) -> None:
                         f"stopped (it was {current['head_before'][:12]})", "put it back, or `rebase --abort`")
     current["continued"] = True  # from here an unmoved HEAD means "resolved to no change"
     state.save(queue.root)
-    with queue.repo.git.custom_environment(**git_env()):
+    with pinned_env(queue.repo):
         for path in _deleted_upstream_unresolved(queue.repo):  # never resurrected by `add --all`
-            queue.repo.git.rm("-q", "-f", "--", path)
-        queue.repo.git.add("--all")
+            run(queue.repo, "rm", "-q", "-f", "--", path)
+        run(queue.repo, "add", "--all")
         boundary("rebase:resolution-added")
         try:
-            queue.repo.git.am("--continue")
-        except git.GitCommandError as exc:
+            run(queue.repo, "am", "--continue")
+        except GitError as exc:
             raise_if_killed(exc)
             if "No changes" not in (exc.stdout + exc.stderr):
                 refused, by_hook = am_refusal(queue.repo, exc.stderr or "", "`rebase --continue`")
                 raise UserError(f"git am --continue failed for {current['name']}: {refused}",
                                 by_hook or "resolve it in the work tree, then `rebase --continue`") from None
-            queue.repo.git.am("--skip")
+            run(queue.repo, "am", "--skip")
 
 
-def _deleted_upstream_unresolved(repo: git.Repo) -> list[str]:
+def _deleted_upstream_unresolved(repo: Repo) -> list[str]:
     """Paths of a modify/delete conflict (the new release deleted them, the patch changes them)
     that the maintainer has neither staged (`git add`) nor removed: no stage 2, no stage 0."""
     stages: dict[str, set[str]] = {}
-    for row in repo.git.ls_files("--unmerged", "-z").split("\0"):
+    for row in run(repo, "ls-files", "--unmerged", "-z").split("\0"):
         if row:
             info, path = row.split("\t", 1)
             stages.setdefault(path, set()).add(info.split()[2])
@@ -132,9 +132,9 @@ def _deleted_upstream_unresolved(repo: git.Repo) -> list[str]:
 def _has_conflict_markers(queue: PatchQueue) -> list[str]:
     """The files that differ from HEAD (staged with `git add` or not, or unmerged) and still hold a
     conflict marker; names as they are (``-z``: spaces, never C-quoted)."""
-    with queue.repo.git.custom_environment(**git_env()):
-        listed = queue.repo.git.diff("--name-only", "-z", "HEAD", "--") + "\0" + \
-            queue.repo.git.diff("--name-only", "-z", "--diff-filter=U")
+    with pinned_env(queue.repo):
+        listed = run(queue.repo, "diff", "--name-only", "-z", "HEAD", "--") + "\0" + \
+            run(queue.repo, "diff", "--name-only", "-z", "--diff-filter=U")
     files = {f for f in listed.split("\0") if f}
     # An unmerged path is listed by the first call unless its work-tree file matches HEAD (a
     # modify/delete kept as ours): the second call names it either way.
@@ -146,10 +146,10 @@ def _back_to_before(queue: PatchQueue, current: dict) -> None:
     """The work tree as it was before ``current``'s step: its `git am` ended and whatever it, or
     the maintainer by hand, committed for the patch dropped. A step killed midway is redone from
     there (it holds nothing of the user's); a skipped patch leaves nothing behind."""
-    with queue.repo.git.custom_environment(**git_env()):
+    with pinned_env(queue.repo):
         if _in_am(queue):
-            queue.repo.git.am("--quit")
-        queue.repo.git.reset("--quiet", "--hard", current["head_before"])
+            run(queue.repo, "am", "--quit")
+        run(queue.repo, "reset", "--quiet", "--hard", current["head_before"])
 
 
 def record_step(state: State, verdict: Verdict, commit: str | None) -> None:

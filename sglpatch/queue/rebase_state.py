@@ -9,10 +9,8 @@ import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import git
-
 from sglpatch.errors import UserError
-from sglpatch.git.env import git_env
+from sglpatch.git.repo import Repo, current_branch, pinned_env, run
 from sglpatch.queue.line import line_of
 from sglpatch.queue.transaction_journal import boundary
 
@@ -66,9 +64,9 @@ def patch_sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def drop_scratch_state(root: Path, repo: git.Repo) -> None:
+def drop_scratch_state(root: Path, repo: Repo) -> None:
     """Drop the rebase's own scratch state once its transaction ended."""
-    with repo.git.custom_environment(**git_env()):
-        if repo.git.branch("--list", REBASE_BRANCH).strip() and repo.active_branch.name != REBASE_BRANCH:
-            repo.git.branch("--quiet", "-D", REBASE_BRANCH)
+    with pinned_env(repo):
+        if run(repo, "branch", "--list", REBASE_BRANCH).strip() and current_branch(repo) != REBASE_BRANCH:
+            run(repo, "branch", "--quiet", "-D", REBASE_BRANCH)
     shutil.rmtree(root / STATE_DIR, ignore_errors=True)

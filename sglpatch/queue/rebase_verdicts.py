@@ -9,12 +9,11 @@ import tempfile
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-import git
-
 from sglpatch.contract import checks
 from sglpatch.errors import UserError
 from sglpatch.git.diffheader import sections
-from sglpatch.git.env import git_bytes, git_env, git_text, raise_if_killed
+from sglpatch.git.env import git_bytes, git_text, raise_if_killed
+from sglpatch.git.repo import GitError, Repo, git_dir, head_sha, init_repo, pinned_env, run
 from sglpatch.queue import hunks
 from sglpatch.queue.hunks import Moves
 from sglpatch.queue.patch_queue import am_refusal, format_patch
@@ -44,7 +43,7 @@ def needs_a_maintainer(patches: list[dict]) -> bool:
     return any(p["verdict"] in NEEDS_A_MAINTAINER for p in patches)
 
 
-def apply_one(repo: git.Repo, patch: PatchEntry, version: str, pristine: Path, moves: Moves) -> Verdict:
+def apply_one(repo: Repo, patch: PatchEntry, version: str, pristine: Path, moves: Moves) -> Verdict:
     """Replay one patch on HEAD and say what happened, per patch, per file and per hunk. A file
     upstream moved is followed to its new path; one it deleted is a conflict that says so."""
     reason = drop_reason(patch, version, pristine)
@@ -54,22 +53,22 @@ def apply_one(repo: git.Repo, patch: PatchEntry, version: str, pristine: Path, m
     followed, moved = moves.follow(text)
     files = [moved.get(f, f) for f in patch.files]
     with tempfile.TemporaryDirectory(prefix="sglpatch-apply-") as tmp, \
-            repo.git.custom_environment(**git_env()):
+            pinned_env(repo):
         carried = patch.path
         if moved:
             carried = Path(tmp) / patch.name
             carried.write_bytes(git_bytes(followed))
         try:
-            repo.git.apply("--check", "--reverse", str(carried))
+            run(repo, "apply", "--check", "--reverse", str(carried))
             return Verdict(patch.name, "obsolete", f"SGLang {version} already contains the change", files)
-        except git.GitCommandError as exc:
+        except GitError as exc:
             raise_if_killed(exc)
         per_file = hunks.verdicts(repo, followed, moves, moved)
         notes = [f"{old} moved to {new} upstream" for old, new in moved.items()]
-        before = repo.head.commit.hexsha
+        before = head_sha(repo)
         try:
-            output = repo.git.am("--3way", "--committer-date-is-author-date", str(carried))
-        except git.GitCommandError as exc:
+            output = run(repo, "am", "--3way", "--committer-date-is-author-date", str(carried))
+        except GitError as exc:
             raise_if_killed(exc)
             _refuse_mail_header(repo, patch, exc)
             conflicted = conflicted_files(exc.stdout or "") or files
@@ -78,7 +77,7 @@ def apply_one(repo: git.Repo, patch: PatchEntry, version: str, pristine: Path, m
             where = ", ".join(f"{f} (deleted upstream)" if f in gone else f for f in conflicted)
             return Verdict(patch.name, "conflict", "; ".join([f"three-way merge stopped in {where}", *notes]),
                            conflicted, hunks.as_dicts(per_file))
-        if repo.head.commit.hexsha == before:
+        if head_sha(repo) == before:
             return Verdict(patch.name, "obsolete", f"merges to no change on SGLang {version}", files)
         shifted = _moved_hunks(followed, format_patch(repo, "HEAD"))
         detail = "; ".join(filter(None, ["three-way merge" if "3-way merge" in output else "", shifted, *notes]))
@@ -88,7 +87,7 @@ def apply_one(repo: git.Repo, patch: PatchEntry, version: str, pristine: Path, m
         return Verdict(patch.name, kind, detail, files, hunks.as_dicts(per_file))
 
 
-def check_suspects(repo: git.Repo, verdict: Verdict, old_tree: Path, new_tree: Path) -> Verdict:
+def check_suspects(repo: Repo, verdict: Verdict, old_tree: Path, new_tree: Path) -> Verdict:
     """A patch that went in (clean or merged) is ``suspect`` when its added lines use what the
     new release lost, or it leaves unpatched calls that upstream added."""
     if verdict.verdict not in ("clean", "merged"):
@@ -103,13 +102,13 @@ def check_suspects(repo: git.Repo, verdict: Verdict, old_tree: Path, new_tree: P
                    detail=f"merged, but {len(found)} suspect: " + "; ".join(map(str, found[:3])) + more)
 
 
-def _refuse_mail_header(repo: git.Repo, patch: PatchEntry, exc: git.GitCommandError) -> None:
+def _refuse_mail_header(repo: Repo, patch: PatchEntry, exc: GitError) -> None:
     """git am applied the diff and then refused the mail header (a Date: or From: it cannot
     read): bad input, not a conflict, and no resolution would get past it."""
-    if "Patch failed at" in (exc.stdout or "") or repo.git.diff("--name-only", "--diff-filter=U"):
+    if "Patch failed at" in (exc.stdout or "") or run(repo, "diff", "--name-only", "--diff-filter=U"):
         return
     refused, by_hook = am_refusal(repo, exc.stderr or "")
-    repo.git.am("--abort")
+    run(repo, "am", "--abort")
     if by_hook:
         raise UserError(f"{PATCH_DIR}/{patch.name}: git am stopped although the diff applies ({refused})", by_hook)
     raise UserError(f"{PATCH_DIR}/{patch.name}: git am refuses its mail header ({refused})",
@@ -146,17 +145,17 @@ def dry_run_verdicts(series, onto: str, old_base: str, new_base: str, pristine: 
     """Replay in a scratch repository that borrows the mirror's objects (git alternates: no copy
     of the two releases): nothing of ours moves."""
     with tempfile.TemporaryDirectory(prefix="sglpatch-dry-") as tmp:
-        scratch = git.Repo.init(tmp)
-        alternates = Path(scratch.git_dir) / "objects" / "info" / "alternates"
-        alternates.write_text(str(Path(source.open_mirror().git_dir) / "objects") + "\n")
-        with scratch.git.custom_environment(**git_env()):
-            scratch.git.checkout("--quiet", "-B", REBASE_BRANCH, new_base)
+        scratch = init_repo(tmp)
+        alternates = Path(git_dir(scratch)) / "objects" / "info" / "alternates"
+        alternates.write_text(str(Path(git_dir(source.open_mirror())) / "objects") + "\n")
+        with pinned_env(scratch):
+            run(scratch, "checkout", "--quiet", "-B", REBASE_BRANCH, new_base)
             verdicts = []
             moves = Moves.between(scratch, old_base, new_base)
             for patch in series.patches:
                 verdict = check_suspects(scratch, apply_one(scratch, patch, onto, pristine, moves), old_pristine,
                                          pristine)
                 if verdict.verdict == "conflict":
-                    scratch.git.am("--abort")
+                    run(scratch, "am", "--abort")
                 verdicts.append(asdict(verdict))
     return {"onto": onto, "dry_run": True, "patches": verdicts}

@@ -23,9 +23,18 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import git
-
-from sglpatch.git.env import git_env, raise_if_killed
+from sglpatch.git.env import raise_if_killed
+from sglpatch.git.repo import (
+    GitError,
+    NoSuchPath,
+    NotARepository,
+    Repo,
+    git_dir,
+    open_repo,
+    pinned_env,
+    read_object,
+    run,
+)
 from sglpatch.queue.line import Line
 
 BASE_REF = "refs/sglpatch/base"
@@ -67,19 +76,15 @@ def rel(line: Line, path: Path) -> str:
     return Path(path).resolve().relative_to(line.repo.resolve()).as_posix()
 
 
-def _git(repo: git.Repo, **extra):
-    return repo.git.custom_environment(**git_env(), **extra)
-
-
 # ---------------------------------------------------------------- capture
 
-def capture(line: Line, repo: git.Repo) -> State:
+def capture(line: Line, repo: Repo) -> State:
     """The line's current state; file contents are written into ``repo``'s object store."""
     state = State()
     paths = managed_paths(line)
     if paths:
-        with _git(repo):
-            shas = repo.git.hash_object("-w", "--", *map(str, paths)).split()
+        with pinned_env(repo):
+            shas = run(repo, "hash-object", "-w", "--", *map(str, paths)).split()
         for path, sha in zip(paths, shas):
             mode = "100755" if os.access(path, os.X_OK) else "100644"
             state.files[rel(line, path)] = f"{mode} {sha}"
@@ -90,45 +95,45 @@ def capture(line: Line, repo: git.Repo) -> State:
     return state
 
 
-def _refs(repo: git.Repo) -> tuple[str | None, str | None, str | None]:
+def _refs(repo: Repo) -> tuple[str | None, str | None, str | None]:
     def rev(name):
         try:
-            return repo.git.rev_parse("--verify", "--quiet", name) or None
-        except git.GitCommandError as exc:
+            return run(repo, "rev-parse", "--verify", "--quiet", name) or None
+        except GitError as exc:
             raise_if_killed(exc)  # a killed probe is not "no such ref"
             return None
     try:
-        branch = repo.git.symbolic_ref("--quiet", "HEAD")
-    except git.GitCommandError as exc:
+        branch = run(repo, "symbolic-ref", "--quiet", "HEAD")
+    except GitError as exc:
         raise_if_killed(exc)
         branch = None
     return rev("HEAD^{commit}"), branch, rev(f"{BASE_REF}^{{commit}}")
 
 
-def _worktree_commit(repo: git.Repo, head: str) -> tuple[str, str]:
+def _worktree_commit(repo: Repo, head: str) -> tuple[str, str]:
     """A commit of every file in the work tree (tracked, edited or untracked, not ignored)."""
     with tempfile.TemporaryDirectory(prefix="sglpatch-snap-") as tmp:
         index = Path(tmp) / "index"
-        real = Path(repo.git_dir) / "index"
+        real = Path(git_dir(repo)) / "index"
         if real.exists():
             # its stat cache spares re-hashing every file; its mtime must come along, since git
             # re-reads a file whose mtime is not older than the index (an edit made in the second
             # of the last checkout, same size, looks clean to an index copied now)
             shutil.copy2(real, index)
-        with _git(repo, GIT_INDEX_FILE=str(index)):
+        with pinned_env(repo, GIT_INDEX_FILE=str(index)):
             if not real.exists():
-                repo.git.read_tree(head)
-            repo.git.add("--all")
-            tree = repo.git.write_tree()
-            if tree == repo.git.rev_parse(f"{head}^{{tree}}"):
+                run(repo, "read-tree", head)
+            run(repo, "add", "--all")
+            tree = run(repo, "write-tree")
+            if tree == run(repo, "rev-parse", f"{head}^{{tree}}"):
                 return head, tree
-            return repo.git.commit_tree(tree, "-p", head, "-m", "sglpatch: work tree"), tree
+            return run(repo, "commit-tree", tree, "-p", head, "-m", "sglpatch: work tree"), tree
 
 
 def read_gitlink(line: Line) -> str:
     try:
-        out = git.Repo(line.repo).git.ls_files("--stage", "--", line.submodule)
-    except (git.exc.InvalidGitRepositoryError, git.exc.NoSuchPathError, git.GitCommandError):
+        out = run(open_repo(line.repo), "ls-files", "--stage", "--", line.submodule)
+    except (NotARepository, NoSuchPath, GitError):
         return ""
     parts = out.split()
     return f"{parts[0]} {parts[1]}" if parts and parts[0] == "160000" else ""
@@ -136,11 +141,11 @@ def read_gitlink(line: Line) -> str:
 
 # ---------------------------------------------------------------- store / load
 
-def store(repo: git.Repo, state: State) -> str:
+def store(repo: Repo, state: State) -> str:
     """The state as a tree in ``repo``; returns the tree id."""
     meta = {k: v for k, v in asdict(state).items() if k != "files"}
-    with _git(repo):
-        meta_sha = repo.git.hash_object("-w", "--stdin", istream=as_stdin(json.dumps(meta, indent=1)))
+    with pinned_env(repo):
+        meta_sha = run(repo, "hash-object", "-w", "--stdin", input=json.dumps(meta, indent=1))
     entries = [f"100644 blob {meta_sha}\tmeta.json"]
     for path, mode_sha in sorted(state.files.items()):
         mode, sha = mode_sha.split()
@@ -148,19 +153,19 @@ def store(repo: git.Repo, state: State) -> str:
     return make_tree(repo, entries)
 
 
-def make_tree(repo: git.Repo, entries: list[str]) -> str:
+def make_tree(repo: Repo, entries: list[str]) -> str:
     """A (nested) tree from ``git update-index --index-info`` lines."""
     with tempfile.TemporaryDirectory(prefix="sglpatch-tree-") as tmp:
-        with _git(repo, GIT_INDEX_FILE=str(Path(tmp) / "index")):
-            repo.git.update_index("--index-info", istream=as_stdin("\n".join(entries) + "\n"))
-            return repo.git.write_tree()
+        with pinned_env(repo, GIT_INDEX_FILE=str(Path(tmp) / "index")):
+            run(repo, "update-index", "--index-info", input="\n".join(entries) + "\n")
+            return run(repo, "write-tree")
 
 
-def load(repo: git.Repo, tree: str) -> State:
+def load(repo: Repo, tree: str) -> State:
     """The state stored in ``tree`` (see store)."""
-    meta = json.loads(repo.git.cat_file("blob", f"{tree}:meta.json"))
+    meta = json.loads(run(repo, "cat-file", "blob", f"{tree}:meta.json"))
     state = State(**meta)
-    listing = repo.git.ls_tree("-r", tree, "--", "files")
+    listing = run(repo, "ls-tree", "-r", tree, "--", "files")
     for row in listing.splitlines():
         info, path = row.split("\t", 1)
         mode, _, sha = info.split()
@@ -168,17 +173,8 @@ def load(repo: git.Repo, tree: str) -> State:
     return state
 
 
-def as_stdin(data: str | bytes):
-    """A file for GitPython's ``istream``."""
-    data = data.encode() if isinstance(data, str) else data
-    handle = tempfile.TemporaryFile()
-    handle.write(data)
-    handle.seek(0)
-    return handle
-
-
-def blob(repo: git.Repo, sha: str) -> bytes:
-    return repo.odb.stream(bytes.fromhex(sha)).read()
+def blob(repo: Repo, sha: str) -> bytes:
+    return read_object(repo, sha)
 
 
 # ---------------------------------------------------------------- restore
@@ -200,7 +196,7 @@ def write_file(path: Path, data: bytes, mode: str = "100644") -> None:
         raise
 
 
-def restore_files(line: Line, repo: git.Repo, target: State, touched: set[str]) -> None:
+def restore_files(line: Line, repo: Repo, target: State, touched: set[str]) -> None:
     """Make every managed path in ``touched`` what ``target`` says (present or absent)."""
     for path in sorted(touched):
         absolute = line.repo / path
@@ -216,33 +212,33 @@ def restore_files(line: Line, repo: git.Repo, target: State, touched: set[str]) 
 def write_gitlink(line: Line, gitlink: str) -> None:
     if read_gitlink(line) == gitlink:
         return
-    repo = git.Repo(line.repo)
-    with _git(repo):
+    repo = open_repo(line.repo)
+    with pinned_env(repo):
         if gitlink:
             mode, sha = gitlink.split()
-            repo.git.update_index("--add", "--cacheinfo", f"{mode},{sha},{line.submodule}")
+            run(repo, "update-index", "--add", "--cacheinfo", f"{mode},{sha},{line.submodule}")
         else:
-            repo.git.update_index("--force-remove", "--", line.submodule)
+            run(repo, "update-index", "--force-remove", "--", line.submodule)
 
 
-def restore_worktree(repo: git.Repo, target: State, current: State) -> None:
+def restore_worktree(repo: Repo, target: State, current: State) -> None:
     """Make the work tree, HEAD, branch and base exactly ``target``'s; ``current`` is the state
     it is in now (its untracked files are known, so files ``target`` lacks are removed)."""
-    with _git(repo):
-        if (Path(repo.git_dir) / "rebase-apply").exists():
-            repo.git.am("--quit")  # only our own commands run git am here
+    with pinned_env(repo):
+        if (Path(git_dir(repo)) / "rebase-apply").exists():
+            run(repo, "am", "--quit")  # only our own commands run git am here
         if not target.head:
             return  # the work tree was new: what the command left is rebuilt by the next prepare
         if current.worktree_tree:
-            repo.git.read_tree("--reset", "-u", current.worktree_tree)
-        repo.git.read_tree("--reset", "-u", target.worktree_tree)
+            run(repo, "read-tree", "--reset", "-u", current.worktree_tree)
+        run(repo, "read-tree", "--reset", "-u", target.worktree_tree)
         if target.branch:
-            repo.git.update_ref(target.branch, target.head)
-            repo.git.symbolic_ref("HEAD", target.branch)
+            run(repo, "update-ref", target.branch, target.head)
+            run(repo, "symbolic-ref", "HEAD", target.branch)
         else:
-            repo.git.update_ref("--no-deref", "HEAD", target.head)
-        repo.git.reset("--quiet")
+            run(repo, "update-ref", "--no-deref", "HEAD", target.head)
+        run(repo, "reset", "--quiet")
         if target.base:
-            repo.git.update_ref(BASE_REF, target.base)
+            run(repo, "update-ref", BASE_REF, target.base)
         else:
-            repo.git.update_ref("-d", BASE_REF)
+            run(repo, "update-ref", "-d", BASE_REF)

@@ -26,10 +26,9 @@ import contextlib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-import git
-
 from sglpatch.errors import UserError
 from sglpatch.git.env import git_bytes
+from sglpatch.git.repo import GitError, NoSuchPath, NotARepository, Repo, open_repo, run
 from sglpatch.lock import line_lock
 from sglpatch.queue import snapshot
 from sglpatch.queue.line import Line, line_of
@@ -61,7 +60,7 @@ class _Write:
 @dataclass
 class Transaction:
     line: Line
-    repo: git.Repo
+    repo: Repo
     op: str
     start: str  # commit holding the snapshot taken at begin
     durable: bool = False
@@ -110,7 +109,7 @@ class Transaction:
             return entry
 
     def _start_tree(self) -> str:
-        return self.repo.git.rev_parse(f"{self.start}^{{tree}}")
+        return run(self.repo, "rev-parse", f"{self.start}^{{tree}}")
 
     def preflight(self) -> None:
         """Refuse now, before anything else changes, if the staged writes could not commit."""
@@ -158,18 +157,18 @@ def _current_blob(path: Path) -> str | None:
     return blob_sha(path.read_bytes()) if path.is_file() else None
 
 
-def _store_blob(repo: git.Repo, data: bytes) -> str:
+def _store_blob(repo: Repo, data: bytes) -> str:
     with git_environment(repo):
-        return repo.git.hash_object("-w", "--stdin", istream=snapshot.as_stdin(data))
+        return run(repo, "hash-object", "-w", "--stdin", input=data)
 
 
-def _is_safe(line: Line, repo: git.Repo, path: str, current: str) -> bool:
+def _is_safe(line: Line, repo: Repo, path: str, current: str) -> bool:
     """The file's content is committed in the repository, or is what this tool last wrote."""
     if written_blobs(repo).get(path) == current:
         return True
     try:
-        return git.Repo(line.repo).git.rev_parse(f"HEAD:{path}") == current
-    except (git.exc.InvalidGitRepositoryError, git.exc.NoSuchPathError, git.GitCommandError):
+        return run(open_repo(line.repo), "rev-parse", f"HEAD:{path}") == current
+    except (NotARepository, NoSuchPath, GitError):
         return False
 
 

@@ -11,10 +11,8 @@ import re
 import signal
 from pathlib import Path
 
-import git
-
 from sglpatch.errors import UserError
-from sglpatch.git.env import git_env
+from sglpatch.git.repo import GitError, NotARepository, Repo, init_repo, open_repo, pinned_env, run
 from sglpatch.queue import snapshot
 from sglpatch.queue.line import Line
 
@@ -47,7 +45,7 @@ def signals_held():
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
-def work_repo(line: Line, create: bool = False) -> git.Repo | None:
+def work_repo(line: Line, create: bool = False) -> Repo | None:
     """The line's work tree repository; with ``create``, a new one where there is none yet."""
     path = line.root / WORK_TREE
     if (path / ".git").exists():
@@ -58,16 +56,16 @@ def work_repo(line: Line, create: bool = False) -> git.Repo | None:
         raise UserError(f"{path} holds files but no git repository (.git is gone)",
                         f"move it aside (`mv {path} {path}.saved`), then run `{line.command('prepare')}`")
     path.mkdir(parents=True, exist_ok=True)
-    return git.Repo.init(path)
+    return init_repo(path)
 
 
-def checked_repo(path: Path, prepare: str) -> git.Repo:
+def checked_repo(path: Path, prepare: str) -> Repo:
     """``path``'s own repository: a damaged .git must never let git fall through to the
     repository around it (the user's checkout)."""
     try:
-        repo = git.Repo(path)
-        top = repo.git.rev_parse("--show-toplevel")
-    except (git.exc.InvalidGitRepositoryError, git.GitCommandError):
+        repo = open_repo(path)
+        top = run(repo, "rev-parse", "--show-toplevel")
+    except (NotARepository, GitError):
         top = None
     if top is None or Path(top).resolve() != Path(path).resolve():
         raise UserError(f"{path}/.git is damaged (git does not recognise it as a repository)",
@@ -76,7 +74,7 @@ def checked_repo(path: Path, prepare: str) -> git.Repo:
 
 
 def git_environment(repo):
-    return repo.git.custom_environment(**git_env())
+    return pinned_env(repo)
 
 
 def _journal_path(line: Line) -> Path:
@@ -98,8 +96,8 @@ def read_journal(line: Line) -> dict | None:
         raise damaged
     repo = work_repo(line)
     try:
-        repo.git.cat_file("-e", f"{data[needs[data['phase']]]}^{{commit}}")
-    except (AttributeError, git.GitCommandError):
+        run(repo, "cat-file", "-e", f"{data[needs[data['phase']]]}^{{commit}}")
+    except (AttributeError, GitError):
         raise damaged from None
     return data
 
@@ -118,10 +116,10 @@ def rebase_in_progress(line: Line) -> dict | None:
     return journal if journal and journal["phase"] == "rebase" else None
 
 
-def restore_start(line: Line, repo: git.Repo, start: str) -> None:
+def restore_start(line: Line, repo: Repo, start: str) -> None:
     """Put the work tree back as it was at ``start`` (the commit of the snapshot a transaction
     began with) and clear the journal; no staged file was written."""
-    target = snapshot.load(repo, repo.git.rev_parse(f"{start}^{{tree}}"))
+    target = snapshot.load(repo, run(repo, "rev-parse", f"{start}^{{tree}}"))
     current = snapshot.capture(line, repo)
     if not current.same_work_tree(target):
         snapshot.restore_worktree(repo, target, current)

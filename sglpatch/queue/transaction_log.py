@@ -8,9 +8,8 @@ import json
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-import git
-
 from sglpatch.git.env import raise_if_killed
+from sglpatch.git.repo import GitError, Repo, first_parent_commits, git_dir, run
 from sglpatch.queue import snapshot
 from sglpatch.queue.line import Line, line_of
 from sglpatch.queue.snapshot import State
@@ -21,19 +20,19 @@ _WRITTEN = "sglpatch-written.json"  # in the work tree's .git: path -> blob the 
 COMPLETED: list[str] = []  # what committed while Ctrl-C waited: the CLI says so, not "as before"
 
 
-def written_blobs(repo: git.Repo) -> dict[str, str]:
-    path = Path(repo.git_dir) / _WRITTEN
+def written_blobs(repo: Repo) -> dict[str, str]:
+    path = Path(git_dir(repo)) / _WRITTEN
     return json.loads(path.read_text()) if path.exists() else {}
 
 
-def commit_state(repo: git.Repo, state: State, message: str) -> str:
+def commit_state(repo: Repo, state: State, message: str) -> str:
     tree = snapshot.store(repo, state)
     parents = ["-p", state.worktree] if state.worktree else []
     with git_environment(repo):
-        return repo.git.commit_tree(tree, *parents, "-m", message)
+        return run(repo, "commit-tree", tree, *parents, "-m", message)
 
 
-def record(line: Line, repo: git.Repo, op: str, summary: str, before: State, after: State,
+def record(line: Line, repo: Repo, op: str, summary: str, before: State, after: State,
            start: str | None = None) -> str:
     """Log the change ``before`` -> ``after`` as an entry, then make the line ``after``."""
     before_commit = start or commit_state(repo, before, f"sglpatch: before {op}")
@@ -48,33 +47,33 @@ def record(line: Line, repo: git.Repo, op: str, summary: str, before: State, aft
     if after.worktree:
         parents += ["-p", after.worktree]
     with git_environment(repo):
-        entry = repo.git.commit_tree(tree, *parents, "-m", f"{op}\n\n{summary}".rstrip() + "\n")
+        entry = run(repo, "commit-tree", tree, *parents, "-m", f"{op}\n\n{summary}".rstrip() + "\n")
     write_journal(line, {"op": op, "phase": "committing", "entry": entry})
     apply(line, repo, entry)
     COMPLETED.append(op)
     return entry
 
 
-def _nest(repo: git.Repo, before_tree: str, after_tree: str) -> str:
+def _nest(repo: Repo, before_tree: str, after_tree: str) -> str:
     listing = f"040000 tree {before_tree}\tbefore\n040000 tree {after_tree}\tafter\n"
     with git_environment(repo):
-        return repo.git.mktree(istream=snapshot.as_stdin(listing))
+        return run(repo, "mktree", input=listing)
 
 
-def _log_head(repo: git.Repo) -> str | None:
+def _log_head(repo: Repo) -> str | None:
     try:
-        return repo.git.rev_parse("--verify", "--quiet", LOG_REF) or None
-    except git.GitCommandError as exc:
+        return run(repo, "rev-parse", "--verify", "--quiet", LOG_REF) or None
+    except GitError as exc:
         raise_if_killed(exc)  # a killed probe is not "no log yet"
         return None
 
 
-def entry_states(repo: git.Repo, entry: str) -> tuple[State, State]:
-    return (snapshot.load(repo, repo.git.rev_parse(f"{entry}:before")),
-            snapshot.load(repo, repo.git.rev_parse(f"{entry}:after")))
+def entry_states(repo: Repo, entry: str) -> tuple[State, State]:
+    return (snapshot.load(repo, run(repo, "rev-parse", f"{entry}:before")),
+            snapshot.load(repo, run(repo, "rev-parse", f"{entry}:after")))
 
 
-def apply(line: Line, repo: git.Repo, entry: str) -> None:
+def apply(line: Line, repo: Repo, entry: str) -> None:
     """Make the line the ``after/`` of ``entry``; idempotent, so a killed apply is redone."""
     before, after = entry_states(repo, entry)
     current = snapshot.capture(line, repo)
@@ -90,11 +89,11 @@ def apply(line: Line, repo: git.Repo, entry: str) -> None:
         boundary("gitlink")
     mark_written(repo, after, touched)
     with git_environment(repo):
-        repo.git.update_ref(LOG_REF, entry)
+        run(repo, "update-ref", LOG_REF, entry)
     write_journal(line, None)
 
 
-def mark_written(repo: git.Repo, state: State, paths: set[str]) -> None:
+def mark_written(repo: Repo, state: State, paths: set[str]) -> None:
     """Remember ``paths`` as this tool wrote them in ``state``, so its own later commands may
     replace them before the user commits them."""
     written = written_blobs(repo)
@@ -103,7 +102,7 @@ def mark_written(repo: git.Repo, state: State, paths: set[str]) -> None:
             written[path] = state.files[path].split()[1]
         else:
             written.pop(path, None)
-    snapshot.write_file(Path(repo.git_dir) / _WRITTEN, json.dumps(written, indent=1, sort_keys=True).encode())
+    snapshot.write_file(Path(git_dir(repo)) / _WRITTEN, json.dumps(written, indent=1, sort_keys=True).encode())
 
 
 def touched_files(before: State, after: State) -> set[str]:
@@ -137,7 +136,7 @@ def log(line: Line) -> list[Entry]:
     if repo is None or _log_head(repo) is None:
         return []
     entries = []
-    for commit in repo.iter_commits(LOG_REF, first_parent=True):
+    for commit in first_parent_commits(repo, LOG_REF):
         if "before" not in [t.name for t in commit.tree.trees]:
             break  # the first entry's first parent is its own "before" snapshot
         op, _, summary = commit.message.partition("\n\n")

@@ -6,9 +6,8 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-import git
-
 from sglpatch.errors import UserError
+from sglpatch.git.repo import GitError, Repo, git_dir, run, run_status
 from sglpatch.lock import line_lock
 from sglpatch.output import say
 from sglpatch.queue import snapshot
@@ -46,14 +45,14 @@ def recover_if_idle(root: Path) -> None:
         pass  # a writer holds the line; what it leaves is its own business
 
 
-def _roll_back_killed(line: Line, repo: git.Repo, journal: dict) -> str:
+def _roll_back_killed(line: Line, repo: Repo, journal: dict) -> str:
     """Undo what a killed command did to the work tree. The user may have edited it since, so
     what is rolled back is logged first (`undo` brings it back), and a command that had not
     moved HEAD yet has nothing to roll back: the files are left as they are."""
     with signals_held():
-        start = snapshot.load(repo, repo.git.rev_parse(f"{journal['start']}^{{tree}}"))
+        start = snapshot.load(repo, run(repo, "rev-parse", f"{journal['start']}^{{tree}}"))
         current = snapshot.capture(line, repo)
-        in_am = (Path(repo.git_dir) / "rebase-apply").exists()
+        in_am = (Path(git_dir(repo)) / "rebase-apply").exists()
         if (current.head, current.branch, current.base) == (start.head, start.branch, start.base) and not in_am:
             write_journal(line, None)
             return f"the interrupted `{journal['op']}` had changed nothing"
@@ -66,7 +65,7 @@ def _roll_back_killed(line: Line, repo: git.Repo, journal: dict) -> str:
         return f"rolled back the interrupted `{journal['op']}` (`undo` shows what it had left)"
 
 
-def _roll_forward_killed(line: Line, repo: git.Repo, journal: dict) -> str:
+def _roll_forward_killed(line: Line, repo: Repo, journal: dict) -> str:
     """Complete a command killed after its commit point. The user may have edited the line
     since: as if the command had finished first, a file edited since stays as the user left it
     and work tree edits are replayed over the command's work tree. When the replay conflicts,
@@ -82,7 +81,7 @@ def _roll_forward_killed(line: Line, repo: git.Repo, journal: dict) -> str:
             apply(line, repo, entry)
             return f"completed the interrupted `{op}`"
         with git_environment(repo):
-            repo.git.update_ref(LOG_REF, entry)  # the command happened; the edits came after it
+            run(repo, "update-ref", LOG_REF, entry)  # the command happened; the edits came after it
         mark_written(repo, after, touched - kept)
         # what the command did not write stays as the user has it now (a hand edit of another patch)
         target = replace(after, files=dict(current.files),
@@ -107,20 +106,19 @@ def _roll_forward_killed(line: Line, repo: git.Repo, journal: dict) -> str:
     return f"completed the interrupted `{op}`, keeping the edits made since"
 
 
-def _replay_edits(repo: git.Repo, before: State, after: State, current: State) -> tuple[str, str, list[str]]:
+def _replay_edits(repo: Repo, before: State, after: State, current: State) -> tuple[str, str, list[str]]:
     """``after``'s work tree with the edits made over ``before``'s since: a three-way merge of
     the work tree trees, as (commit, tree, files left with conflict markers)."""
     with git_environment(repo):
-        base = repo.git.commit_tree(before.worktree_tree, "-m", "sglpatch: before")
-        ours = repo.git.commit_tree(after.worktree_tree, "-p", base, "-m", "sglpatch: after")
-        theirs = repo.git.commit_tree(current.worktree_tree, "-p", base, "-m", "sglpatch: edited")
-        status, out, err = repo.git.merge_tree("--write-tree", "-z", "--name-only", ours, theirs,
-                                               with_extended_output=True, with_exceptions=False)
+        base = run(repo, "commit-tree", before.worktree_tree, "-m", "sglpatch: before")
+        ours = run(repo, "commit-tree", after.worktree_tree, "-p", base, "-m", "sglpatch: after")
+        theirs = run(repo, "commit-tree", current.worktree_tree, "-p", base, "-m", "sglpatch: edited")
+        status, out, err = run_status(repo, "merge-tree", "--write-tree", "-z", "--name-only", ours, theirs)
         if status not in (0, 1):
-            raise git.GitCommandError(["git", "merge-tree"], status, err)
+            raise GitError(["git", "merge-tree"], status, err)
         # -z: "TREE\0NAME\0NAME\0\0messages", names as they are (spaces, never C-quoted)
         tree, _, rest = out.partition("\0")
         conflicted = sorted({f for f in rest.partition("\0\0")[0].split("\0") if f}) if status else []
         if tree == after.worktree_tree:
             return after.worktree, tree, conflicted
-        return repo.git.commit_tree(tree, "-p", after.head, "-m", "sglpatch: work tree"), tree, conflicted
+        return run(repo, "commit-tree", tree, "-p", after.head, "-m", "sglpatch: work tree"), tree, conflicted

@@ -7,6 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from sglpatch.errors import UserError
+from sglpatch.git.repo import git_dir, work_dir
 from sglpatch.lock import line_lock
 from sglpatch.queue import snapshot
 from sglpatch.queue.line import Line, line_of
@@ -31,8 +32,8 @@ def undo(root: Path) -> Entry:
                             f"its work tree is kept: `git -C {line.root / WORK_TREE} diff "
                             f"{target.sha}^2` shows it")
         repo = work_repo(line)
-        if (Path(repo.git_dir) / "rebase-apply").exists():
-            raise UserError(f"a `git am` started by hand is in progress in {repo.working_tree_dir}",
+        if (Path(git_dir(repo)) / "rebase-apply").exists():
+            raise UserError(f"a `git am` started by hand is in progress in {work_dir(repo)}",
                             "finish it (`git am --continue`) or abort it (`git am --abort`) there, then rerun undo")
         was, now = entry_states(repo, target.sha)
         if was.head is None and now.head is not None:

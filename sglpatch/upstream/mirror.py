@@ -15,12 +15,22 @@ import tempfile
 import zipfile
 from pathlib import Path, PurePosixPath
 
-import git
 from packaging.version import Version
 
 from sglpatch.cache import cache_dir
 from sglpatch.errors import UserError
-from sglpatch.git.env import git_env
+from sglpatch.git.repo import (
+    AnyGitError,
+    GitError,
+    NotARepository,
+    Repo,
+    git_dir,
+    head_sha,
+    init_repo,
+    open_repo,
+    pinned_env,
+    run,
+)
 from sglpatch.git.run import run_git
 from sglpatch.lock import exclusive
 from sglpatch.output import say
@@ -37,13 +47,13 @@ def mirror_path() -> Path:
     return cache_dir() / "mirror"
 
 
-def open_mirror() -> git.Repo:
+def open_mirror() -> Repo:
     path = mirror_path()
     with mirror_errors():
         if (path / "HEAD").exists():
-            return git.Repo(path)
+            return open_repo(path)
         path.mkdir(parents=True, exist_ok=True)
-        return git.Repo.init(path, bare=True)
+        return init_repo(path, bare=True)
 
 
 def mirror_lock(version: str):
@@ -57,15 +67,15 @@ def mirror_errors():
     """A git failure in the mirror is a corrupt cache: one line naming the command that clears it."""
     try:
         yield
-    except git.exc.GitError as exc:
+    except AnyGitError as exc:
         raise UserError(f"the git mirror {mirror_path()} is corrupt ({_git_reason(exc)})",
                         f"clear it with `rm -rf {mirror_path()}` and rerun (releases are imported "
                         "again from the cached artifacts)") from None
 
 
-def _git_reason(exc: git.exc.GitError) -> str:
+def _git_reason(exc: AnyGitError) -> str:
     """The last line git printed, without GitPython's framing."""
-    if isinstance(exc, git.exc.InvalidGitRepositoryError):
+    if isinstance(exc, NotARepository):
         return "not a git repository"
     text = getattr(exc, "stderr", None) or ""
     lines = [line.strip().removeprefix("stderr: ").strip("'").strip() for line in text.splitlines()]
@@ -112,10 +122,10 @@ def _recheck_cached(pinned: Artifact) -> None:
         verify(cached, pinned.sha256, PIN_SOURCE)
 
 
-def _import(mirror: git.Repo, version: str, pin: Pin | None, submodule: Path | None) -> str:
+def _import(mirror: Repo, version: str, pin: Pin | None, submodule: Path | None) -> str:
     if pin is not None and submodule is not None and _submodule_at(submodule, pin):
-        with mirror.git.custom_environment(**git_env()):
-            mirror.git.fetch(str(submodule), pin.commit)
+        with pinned_env(mirror):
+            run(mirror, "fetch", str(submodule), pin.commit)
         commit = pin.commit
     else:
         commit = _import_artifact(mirror, version, pin)
@@ -123,11 +133,11 @@ def _import(mirror: git.Repo, version: str, pin: Pin | None, submodule: Path | N
     if problem:  # the objects were there, so git did not write them again: they are corrupt
         raise UserError(f"the git mirror {mirror_path()} is corrupt: a fresh import of SGLang {version} "
                         f"{problem}", f"clear it with `rm -rf {mirror_path()}` and rerun")
-    mirror.git.update_ref(f"refs/tags/{release_tag(version)}", commit)
+    run(mirror, "update-ref", f"refs/tags/{release_tag(version)}", commit)
     return commit
 
 
-def _verified_tag(mirror: git.Repo, version: str, pin: Pin | None, pinned: Artifact | None) -> str | None:
+def _verified_tag(mirror: Repo, version: str, pin: Pin | None, pinned: Artifact | None) -> str | None:
     """The tag's commit when it is intact and made from what the pin names; None (and the tag
     deleted) when it is absent or has to be imported again."""
     tag = release_tag(version)
@@ -143,15 +153,15 @@ def _verified_tag(mirror: git.Repo, version: str, pin: Pin | None, pinned: Artif
     return None
 
 
-def _tag_commit(mirror: git.Repo, tag: str) -> str | None:
+def _tag_commit(mirror: Repo, tag: str) -> str | None:
     ref = f"refs/tags/{tag}"
     try:
-        return mirror.git.rev_parse("--verify", "--quiet", f"{ref}^{{commit}}")
-    except git.exc.GitCommandError:
+        return run(mirror, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
+    except GitError:
         pass
     try:
-        mirror.git.show_ref("--verify", ref)
-    except git.exc.GitCommandError as exc:
+        run(mirror, "show-ref", "--verify", ref)
+    except GitError as exc:
         if "not a valid ref" in str(exc.stderr):
             return None  # no such tag: a first import
     say(f"{tag} in the mirror points to a missing or broken object: importing it again")
@@ -159,28 +169,28 @@ def _tag_commit(mirror: git.Repo, tag: str) -> str | None:
     return None
 
 
-def _drop_ref(mirror: git.Repo, ref: str) -> None:
+def _drop_ref(mirror: Repo, ref: str) -> None:
     try:
-        mirror.git.update_ref("-d", ref)
-    except git.exc.GitCommandError:
+        run(mirror, "update-ref", "-d", ref)
+    except GitError:
         raise UserError(f"the git mirror {mirror_path()} has a broken {ref} that git cannot delete",
                         f"clear it with `rm -rf {mirror_path()}` and rerun") from None
 
 
-def _commit_problem(mirror: git.Repo, commit: str) -> str | None:
+def _commit_problem(mirror: Repo, commit: str) -> str | None:
     """Why ``commit`` is not intact in the mirror (its commit, tree and blob objects), or None.
 
     A full `git fsck` is too slow for a mirror of many releases; this checks that every object
     of this one commit's tree exists."""
     try:
-        mirror.git.cat_file("-e", f"{commit}^{{commit}}")
-        mirror.git.rev_parse("--verify", f"{commit}^{{tree}}")
-        listing = mirror.git.ls_tree("-r", "--full-tree", commit)
-    except git.exc.GitCommandError:
+        run(mirror, "cat-file", "-e", f"{commit}^{{commit}}")
+        run(mirror, "rev-parse", "--verify", f"{commit}^{{tree}}")
+        listing = run(mirror, "ls-tree", "-r", "--full-tree", commit)
+    except GitError:
         return f"points to a commit {commit[:12]} whose objects are missing or corrupt"
     blobs = [fields[2] for line in listing.splitlines()
              if len(fields := line.split(None, 3)) == 4 and fields[1] == "blob"]
-    checked = run_git(["--git-dir", str(mirror.git_dir), "cat-file", "--batch-check"],
+    checked = run_git(["--git-dir", str(git_dir(mirror)), "cat-file", "--batch-check"],
                       input="\n".join(blobs) + "\n")
     missing = sum(line.endswith(" missing") for line in checked.stdout.splitlines())
     if checked.returncode != 0 or missing:
@@ -194,21 +204,21 @@ WHEEL_FORMAT = "Import-Format: 2 (file modes)\n"
 _MADE_FROM = re.compile(r"^Imported from PyPI: (?P<name>\S+)\nsha256: (?P<sha256>[0-9a-f]{64})$", re.M)
 
 
-def _format_problem(mirror: git.Repo, commit: str) -> str | None:
-    message = mirror.git.log("-1", "--format=%B", commit)
+def _format_problem(mirror: Repo, commit: str) -> str | None:
+    message = run(mirror, "log", "-1", "--format=%B", commit)
     made_from = _MADE_FROM.search(message)
     if made_from and made_from["name"].endswith(".whl") and WHEEL_FORMAT not in message:
         return "was imported from a wheel by an older sglpatch, which lost executable bits"
     return None
 
 
-def _provenance_problem(mirror: git.Repo, commit: str, tag: str, pin: Pin | None,
+def _provenance_problem(mirror: Repo, commit: str, tag: str, pin: Pin | None,
                         pinned: Artifact | None) -> str | None:
     """Why ``commit`` is not made from what the pin names, or None. Raises when the pin's sha256
     disagrees with the artifact the commit was verifiably made from and no cached file settles it."""
     if pin is None or pinned is None or (pin.commit and commit == pin.commit):
         return None  # nothing pinned to compare with, or the pinned upstream commit itself
-    made_from = _MADE_FROM.search(mirror.git.log("-1", "--format=%B", commit))
+    made_from = _MADE_FROM.search(run(mirror, "log", "-1", "--format=%B", commit))
     if made_from is None:
         return f"({commit[:12]}) records no artifact it was imported from"
     name, sha256 = made_from["name"], made_from["sha256"]
@@ -228,12 +238,12 @@ def _submodule_at(path: Path, pin: Pin) -> bool:
     if not pin.commit or not (path / ".git").exists():
         return False
     try:
-        return git.Repo(path).head.commit.hexsha == pin.commit
-    except (git.exc.InvalidGitRepositoryError, ValueError, git.exc.GitCommandError):
+        return head_sha(open_repo(path)) == pin.commit
+    except (NotARepository, ValueError, GitError):
         return False
 
 
-def _import_artifact(mirror: git.Repo, version: str, pin: Pin | None) -> str:
+def _import_artifact(mirror: Repo, version: str, pin: Pin | None) -> str:
     pinned = _pinned_source(pin)
     if pinned is not None:  # exactly the artifact the pin names, verified against it
         artifact = release_artifact(version, pinned.kind, pin)
@@ -284,14 +294,13 @@ def _outside(artifact: Path, member: str, why: str) -> UserError:
                      "pin another release of SGLang, or the other artifact of this one")
 
 
-def _commit_tree(mirror: git.Repo, tree: Path, version: str, artifact: Path) -> str:
-    env = git_env(date="2000-01-01T00:00:00+00:00") | {"GIT_WORK_TREE": str(tree),
-                                                     "GIT_INDEX_FILE": str(tree.parent / "index")}
+def _commit_tree(mirror: Repo, tree: Path, version: str, artifact: Path) -> str:
     # A scratch index keeps the bare mirror's own state untouched.
-    with mirror.git.custom_environment(**env):
-        mirror.git.add("--all", "--force", ".")
-        tree_sha = mirror.git.write_tree()
+    with pinned_env(mirror, date="2000-01-01T00:00:00+00:00", GIT_WORK_TREE=str(tree),
+                    GIT_INDEX_FILE=str(tree.parent / "index")):
+        run(mirror, "add", "--all", "--force", ".")
+        tree_sha = run(mirror, "write-tree")
         message = (f"SGLang {version}\n\nImported from PyPI: {artifact.name}\n"
                    f"sha256: {file_sha256(artifact)}\n" + (WHEEL_FORMAT if artifact.suffix == ".whl" else ""))
-        return mirror.git.commit_tree(tree_sha, "-m", message)
+        return run(mirror, "commit-tree", tree_sha, "-m", message)
 
