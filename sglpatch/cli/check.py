@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import json
+import argparse
 from pathlib import Path
 
-from sglpatch.errors import UserError
+from sglpatch.cli.common import emit
 from sglpatch.contract.core import DEFAULT_MODELS, check_tree
 from sglpatch.contract.rules.production import LAUNCH_FILE, production_launch
+from sglpatch.errors import UserError
 
 HELP = "check model classes against the EAGLE-3 target-model contract derived from a tree"
 DESCRIPTION = f"""\
@@ -26,29 +27,21 @@ failing its EAGLE-3 interface, a contract that could not be derived, or a failin
 3 gaps only on paths the production launch does not take."""
 
 
-def register_cli(subparsers, common=None) -> None:
-    parents = [common] if common is not None else []
-    p = subparsers.add_parser("check", parents=parents, help=HELP, description=DESCRIPTION,
-                              formatter_class=_formatter())
-    if common is None:
-        p.add_argument("--json", action="store_true", help="machine-readable output on stdout")
+def register_cli(sub, common) -> None:
+    p = sub.add_parser("check", parents=[common], help=HELP, description=DESCRIPTION,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     where = p.add_mutually_exclusive_group()
     where.add_argument("--tree", type=Path, metavar="PATH",
                        help="any checkout laid out like upstream's repository (python/sglang/...)")
     where.add_argument("--version", dest="upstream_version", metavar="V",
                        help="a pristine SGLang release (fetched from PyPI and cached)")
     p.add_argument("--model", action="append", dest="models", metavar="NAME",
-                   help="model class to check (repeatable; default: %s)" % ", ".join(DEFAULT_MODELS))
+                   help=f"model class to check (repeatable; default: {', '.join(DEFAULT_MODELS)})")
     p.add_argument("--all-models", action="store_true",
                    help="check every wrapper model in the tree (plus any --model)")
     p.add_argument("--contract", action="store_true",
                    help="also list the derived contract (every member, its guards and sites)")
     p.set_defaults(func=handler)
-
-
-def _formatter():
-    import argparse
-    return argparse.RawDescriptionHelpFormatter
 
 
 def resolve_tree(args) -> Path:
@@ -104,8 +97,8 @@ def handler(args) -> int:
                 "draft_members": len(report.contract.draft)}
         data["checks"] = {name: {"passed": ok, "detail": detail or None} for name, ok, detail in extra}
         data["exit"] = code
-        print(json.dumps(data, indent=2))
+        emit(args, data, "")
     else:
         from sglpatch.contract.render import render
-        print(render(report, extra_checks=extra, show_contract=args.contract))
+        emit(args, {}, render(report, extra_checks=extra, show_contract=args.contract))
     return code

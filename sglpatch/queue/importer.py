@@ -13,7 +13,6 @@ from __future__ import annotations
 import email.header
 import email.utils
 import hashlib
-import json
 import re
 import tempfile
 from dataclasses import dataclass
@@ -238,31 +237,3 @@ def _check_readable(planned: list[Incoming], root: Path) -> None:
             probe = Path(tmp) / patch.name
             probe.write_text(patch.text, encoding="utf-8")
             parse_patch(probe)
-
-
-# ---------------------------------------------------------------- CLI
-
-def register_cli(sub, common) -> None:
-    cmd = sub.add_parser("import", parents=[common], help="add a plain diff, format-patch or mbox to the series",
-                         description="Add patches made elsewhere to the end of the line's series: a plain "
-                                     "diff (git diff, diff -u at -p1), a git format-patch file or an mbox. "
-                                     "Unknown trailers are written as unset, and the build names them.")
-    cmd.add_argument("files", nargs="+", type=Path, metavar="FILE", help="the patch files, in series order")
-    cmd.add_argument("--name", help="the patch file name (one patch only; default: NNNN-subject-words.patch)")
-    cmd.add_argument("--subject", help="the subject of a plain diff (default: from its file name)")
-    cmd.add_argument("--author", help="'Name <email>' for a plain diff or a mail without From: "
-                                      "(default: the repository's git identity)")
-    cmd.add_argument("--split", action="store_true", help="one patch per file the diff changes")
-    cmd.set_defaults(func=handler)
-
-
-def handler(args) -> int:
-    written = import_files(args.root, args.files, name=args.name, subject=args.subject,
-                           author=args.author, split=args.split)
-    rows = [str(p.relative_to(args.root)) for p in written]
-    if args.json:
-        print(json.dumps({"imported": rows}, indent=2))
-    else:
-        print("\n".join(f"imported {r}" for r in rows)
-              + "\nset each one's Upstream-Status and Drop-When trailers; `python build.py` names the unset ones")
-    return 0

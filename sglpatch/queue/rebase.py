@@ -20,7 +20,6 @@ Here: the entry points and the replay loop. One patch's verdict is ``rebase_verd
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 from dataclasses import asdict
@@ -37,18 +36,20 @@ from sglpatch.queue.line import line_of
 from sglpatch.queue.patch_queue import PatchQueue
 from sglpatch.queue.prepare import prepare_tree
 from sglpatch.queue.rebase_finish import finish_rebase
-from sglpatch.queue.rebase_report import format_report, report_data
+from sglpatch.queue.rebase_report import report_data
 from sglpatch.queue.rebase_resolution import continue_stopped, head_sha, record_step, skip_stopped
 from sglpatch.queue.rebase_state import REBASE_BRANCH, STATE_DIR, State, drop_scratch_state, patch_sha256
-from sglpatch.queue.rebase_verdicts import (NEEDS_A_MAINTAINER, apply_one, check_suspects, dry_run_verdicts,
-                                            needs_a_maintainer)
+from sglpatch.queue.rebase_verdicts import NEEDS_A_MAINTAINER, apply_one, check_suspects, dry_run_verdicts
 from sglpatch.queue.series import parse_patch, read_series
 from sglpatch.queue.transaction import resumed, transaction
 from sglpatch.queue.transaction_journal import boundary, rebase_in_progress
 from sglpatch.upstream import source
 from sglpatch.upstream.pin import read_pin, validate_version
 
-# Tests reach these helpers as rebase.NAME; they live with the step that uses them.
+# The API (docs/INTERNAL-API.md), the command line and the tests reach these as rebase.NAME;
+# they live with the step that uses them.
+from sglpatch.queue.rebase_report import format_report  # noqa: F401
+from sglpatch.queue.rebase_verdicts import needs_a_maintainer  # noqa: F401
 from sglpatch.queue.rebase_resolution import _deleted_upstream_unresolved, _has_conflict_markers  # noqa: F401
 from sglpatch.queue.rebase_verdicts import _moved_hunks, conflicted_files  # noqa: F401
 
@@ -203,34 +204,3 @@ def _replay(root: Path, queue: PatchQueue, state: State, tx, trees: tuple[Path, 
         record_step(state, verdict, head_sha(queue) if moved else None)
         state.save(root)
     return finish_rebase(root, queue, state, tx)
-
-
-# ---------------------------------------------------------------- CLI
-
-def register_cli(sub, common) -> None:
-    cmd = sub.add_parser("rebase", parents=[common], help="carry the series to a new upstream release",
-                         description="Replay the series onto a new SGLang release with a verdict per patch.")
-    group = cmd.add_mutually_exclusive_group(required=True)
-    group.add_argument("--onto", metavar="VERSION", help="the new SGLang release (as on PyPI)")
-    group.add_argument("--continue", dest="action", action="store_const", const="continue",
-                       help="go on after resolving a conflict in the line's work tree (build/src)")
-    group.add_argument("--skip", dest="action", action="store_const", const="skip",
-                       help="drop the conflicting patch and go on")
-    group.add_argument("--abort", dest="action", action="store_const", const="abort",
-                       help="return exactly to the state before the rebase")
-    cmd.add_argument("--commit", help="upstream git commit of the new release (moves the submodule)")
-    cmd.add_argument("--dry-run", action="store_true", help="print the verdicts, change nothing")
-    cmd.set_defaults(func=handler)
-
-
-def handler(args) -> int:
-    root = args.root
-    if args.onto:
-        data = start(root, args.onto, args.commit, args.dry_run)
-    else:
-        data = resume(root, args.action)
-    if args.json:
-        print(json.dumps(data, indent=2))
-    else:
-        print(format_report(data))
-    return 1 if "stopped" in data or (data.get("dry_run") and needs_a_maintainer(data["patches"])) else 0

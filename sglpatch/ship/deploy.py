@@ -25,7 +25,6 @@ import yaml
 
 from sglpatch.ship import image, manifests
 from sglpatch.errors import UserError
-from sglpatch.lock import line_lock
 from sglpatch.upstream.pin import read_pin
 
 TEMPLATES = Path("deploy")
@@ -249,48 +248,3 @@ def _replace(out: Path, staging: Path) -> None:
     staging.rename(out)
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
-
-
-# ---------------------------------------------------------------- CLI
-
-def handler(args) -> int:
-    root, repo_root = Path(args.root), Path(args.repo_root)
-    args.replicas = _replica_count(args.replicas)
-    refs = image_refs(root, repo_root, args.repo, Path(args.image_json) if args.image_json else None)
-    out = Path(args.out) if args.out else root / image.DIST / "deploy"
-    with line_lock(root, "`build.py deploy`"):
-        counts = render(root, repo_root, out, replicas=args.replicas, refs=refs)
-    build_router = router_build_argv(repo_root, refs["sglang-router"])
-    data = {"out": str(out), "replicas": args.replicas, "images": refs, "kubernetes_version": manifests.KUBERNETES_VERSION,
-            "compose": str(out / "compose"), "kustomize": {o: str(out / "k8s" / "overlays" / o) for o in OVERLAYS},
-            "manifests": counts, "router_build_argv": build_router}
-    if args.json:
-        print(json.dumps(data, indent=2))
-        return 0
-    print(f"wrote {out}: {args.replicas} replicas of {refs['sglang-kimi']} behind {refs['sglang-router']}\n"
-          f"  build the router image: {' '.join(build_router)}\n"
-          f"  Compose:    cd {out / 'compose'} && docker-compose up -d\n"
-          f"  Kubernetes: kubectl apply -k {out / 'k8s' / 'overlays' / 'single'}   (one replica spanning two "
-          f"machines: {out / 'k8s' / 'overlays' / 'multinode'})\n"
-          f"  checked: kustomize, Kubernetes {manifests.KUBERNETES_VERSION} schema, probes, GPUs, PDB, router RBAC")
-    return 0
-
-
-def _replica_count(text: str) -> int:
-    if not text.isdigit() or not 1 <= int(text) <= MAX_REPLICAS:
-        raise UserError(f"--replicas {text} is not a number of replicas", f"give 1 to {MAX_REPLICAS}")
-    return int(text)
-
-
-def register_cli(subparsers, common=None) -> None:
-    help_text = "render Docker Compose and Kubernetes (kustomize) files for N replicas behind SGLang's router"
-    cmd = subparsers.add_parser("deploy", parents=[common] if common is not None else [], help=help_text,
-                                description=help_text)
-    cmd.add_argument("--replicas", default="2", metavar="N", help="replicas (default: 2)")
-    cmd.add_argument("--repo", default=None,
-                     help=f"image repository (default: ${image.REPO_ENV}, else '{image.DEFAULT_REPO}'); "
-                          "the router image goes beside it")
-    cmd.add_argument("--image-json", metavar="FILE",
-                     help="the output of `python build.py image --push --json`: deploy its digest")
-    cmd.add_argument("--out", metavar="DIR", help="where to write (default: the line's dist/deploy)")
-    cmd.set_defaults(func=handler)

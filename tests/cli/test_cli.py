@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from sglpatch.cli import main as cli
+from sglpatch.cli import parser as cli
 
 
 def undescribed(parser: argparse.ArgumentParser, path: str = "build.py") -> list[str]:

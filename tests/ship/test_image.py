@@ -24,6 +24,7 @@ import pytest
 import yaml
 
 from helpers import AUTHOR_ENV, REPO_ROOT, assert_one_line_error, make_project, run_cli
+from sglpatch.cli.image import dry_run_text
 from sglpatch.ship import image, sbom
 from sglpatch.upstream import source
 from sglpatch.cache import cache_dir
@@ -794,7 +795,7 @@ def test_the_latest_line_builds_the_same_dockerfile_on_its_own_base_and_flashinf
     assert pin.image_flashinfer == required == plan.all_build_args()["FLASHINFER_VERSION"]
     assert labels["sglpatch.flashinfer.version"] == required
     assert "--build-arg" in plan.argv() and f"FLASHINFER_VERSION={required}" in plan.argv()
-    text = image.dry_run_text(plan)
+    text = dry_run_text(plan)
     assert f"from lines/latest/dist/{plan.wheel_name}, built by `python build.py --line latest`" in text
 
 

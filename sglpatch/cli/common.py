@@ -1,0 +1,24 @@
+"""What every command module shares: its result through sglpatch.output, and the line's lock."""
+
+from __future__ import annotations
+
+import functools
+
+from sglpatch.lock import line_lock
+from sglpatch.output import result
+
+
+def emit(args, data: dict, text: str) -> None:
+    """A command's result on stdout: ``data`` as JSON with ``--json``, else ``text``."""
+    result(data, text, as_json=getattr(args, "json", False))
+
+
+def writes(name: str):
+    """A command that changes the line: it holds the line's lock from start to end."""
+    def wrap(handler):
+        @functools.wraps(handler)
+        def run(args):
+            with line_lock(args.root, f"`build.py {name}`"):
+                return handler(args)
+        return run
+    return wrap
