@@ -8,11 +8,10 @@ import signal
 import sys
 from pathlib import Path
 
-import git
-
 from sglpatch.cli.parser import parser
 from sglpatch.errors import UserError
 from sglpatch.git.env import killing_signal
+from sglpatch.git.repo import GitError, GitNotFound
 from sglpatch.output import error
 from sglpatch.queue import transaction
 from sglpatch.queue.line import find_line, line_of
@@ -41,10 +40,10 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as exc:
         error(str(exc))
         return 2
-    except git.exc.GitCommandNotFound:
+    except GitNotFound:
         error("the git program was not found: install git (e.g. apt-get install git)")
         return 2
-    except git.GitCommandError as exc:
+    except GitError as exc:
         if (signum := killing_signal(exc)) is not None:
             error(f"interrupted: git {exc.command[1] if len(exc.command) > 1 else ''} was stopped by "
                   f"signal {signum}; nothing was lost: {_after_interrupt(args)}")

@@ -18,8 +18,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-import git
 
+from sglpatch.git.repo import AnyGitError, open_repo, run
 from sglpatch.git.diffheader import git_line, name_line, sections, unquote, with_ab_prefixes
 from sglpatch.errors import UserError
 from sglpatch.queue.line import line_of
@@ -98,6 +98,7 @@ def _as_mail(mail: str, path: Path, author: str) -> tuple[str, str]:
 
 def _mail_subject(header: str) -> str:
     match = re.search(r"^Subject: (.*(?:\n[ \t].*)*)", header, re.M)
+    assert match is not None  # _as_mail refused a mail without one
     value = "".join(match.group(1).split("\n"))
     decoded = "".join(p.decode(e or "utf-8") if isinstance(p, bytes) else p
                       for p, e in email.header.decode_header(value))
@@ -107,7 +108,9 @@ def _mail_subject(header: str) -> str:
 def _wrap_diff(diff: str, path: Path, subject: str, author: str) -> tuple[str, str]:
     """A plain diff as a format-patch mail whose message says only what is known."""
     diff = _ab_prefixed(diff, path) if _GIT_DIFF.search(diff) else _git_headers(diff)
-    diff = diff[_GIT_DIFF.search(diff).start():]  # what precedes the first file is not the diff
+    first = _GIT_DIFF.search(diff)
+    assert first is not None  # both rewrites above end in git's diff --git lines
+    diff = diff[first.start():]  # what precedes the first file is not the diff
     digest = hashlib.sha256(diff.encode()).hexdigest()[:12]
     body = (f"Imported from {path.name} (diff sha256 {digest}) by `python build.py import`;\n"
             "what it fixes and why is yet to be written here.\n\n"
@@ -177,8 +180,8 @@ def _subject_from(path: Path) -> str:
 def default_author(root: Path) -> str:
     """The maintainer's git identity in the repository, as their own commit would have it."""
     try:
-        ident = git.Repo(line_of(root).repo).git.var("GIT_AUTHOR_IDENT")
-    except (git.exc.GitError, ValueError):
+        ident = run(open_repo(line_of(root).repo), "var", "GIT_AUTHOR_IDENT")
+    except (AnyGitError, ValueError):
         return "Unknown author <unknown@localhost>"
     return re.sub(r"\s+\d+ [+-]\d{4}$", "", ident)
 
@@ -197,7 +200,7 @@ def plan(root: Path, patches: list[tuple[str, str]], name: str | None) -> list[I
     following = max(numbers, default=0) + 1
     if name and len(patches) > 1:
         raise UserError(f"--name names one patch, but {len(patches)} come in", "leave --name out")
-    planned = []
+    planned: list[Incoming] = []
     for offset, (subject, text) in enumerate(patches):
         file = (name if name.endswith(".patch") else f"{name}.patch") if name else \
             f"{following + offset:04d}-{slug(am_subject(subject))}.patch"

@@ -28,7 +28,7 @@ from pathlib import Path
 from packaging.version import Version
 
 from sglpatch.errors import UserError
-from sglpatch.git.env import git_env
+from sglpatch.git.repo import pinned_env, run
 from sglpatch.lock import line_lock
 from sglpatch.output import say
 from sglpatch.queue.hunks import Moves
@@ -100,8 +100,8 @@ def _start(root: Path, tx, queue: PatchQueue, series, pin, onto: str, commit: st
     say(f"importing SGLang {onto}")
     state.new_base = source.import_release(onto)
     queue.fetch(source.open_mirror(), state.new_base)
-    with queue.repo.git.custom_environment(**git_env()):
-        queue.repo.git.checkout("--quiet", "-B", REBASE_BRANCH, state.new_base)
+    with pinned_env(queue.repo):
+        run(queue.repo, "checkout", "--quiet", "-B", REBASE_BRANCH, state.new_base)
     boundary("rebase:on-new-base")
     state.save(root)
     return _replay(root, queue, state, tx)
@@ -133,6 +133,7 @@ def resume(root: Path, action: str) -> dict:
         else:
             stopped = continue_stopped(queue, state, *trees)
             if stopped is not None:  # the resolution went in, but what it uses may be gone
+                assert state.current is not None  # the stopped step continue_stopped judged
                 state.current.update(stopped=True, conflict=asdict(stopped))
                 state.save(root)
                 tx.suspend()
@@ -183,6 +184,7 @@ def _trees(root: Path, state: State) -> tuple[Path, Path]:
 
 def _replay(root: Path, queue: PatchQueue, state: State, tx, trees: tuple[Path, Path] | None = None) -> dict:
     old_pristine, pristine = trees or _trees(root, state)
+    assert state.new_base is not None  # start() imported it before the first step
     moves = Moves.between(queue.repo, state.old_base, state.new_base)
     while len(state.steps) < len(state.patches):
         entry = state.patches[len(state.steps)]

@@ -18,6 +18,7 @@ import pytest
 from helpers import (AUTHOR_ENV, REPO_ROOT, LocalIndex, assert_one_line_error, commit_files, commit_project, make_upstream,
                      message, patch_text, pin_text, run_cli, sdist_bytes)
 from sglpatch.contract import checks
+from sglpatch.git.env import git_env
 from sglpatch.queue import hunks, rebase
 from sglpatch.upstream import source
 from sglpatch.queue.line import line_dir
@@ -280,7 +281,7 @@ def test_the_files_git_am_stops_in_are_named_whole(tmp_path):
     commit_files(repo, {"a b.py": "x = 3\n", "plain.py": "y = 3\n", "gone.py": None}, "theirs")
     (tmp_path / "ours.patch").write_text(patch)
     with pytest.raises(git.GitCommandError) as stopped:
-        with repo.git.custom_environment(**rebase.git_env()):
+        with repo.git.custom_environment(**git_env()):
             repo.git.am("--3way", str(tmp_path / "ours.patch"))
     assert "Merge conflict in a b.py" in stopped.value.stdout  # the premise: git's own words
     assert rebase.conflicted_files(stopped.value.stdout) == ["a b.py", "gone.py", "plain.py"]
