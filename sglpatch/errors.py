@@ -8,6 +8,10 @@ class UserError(Exception):
     required: an error that does not say what to do is a bug in this tool, refused where it is made.
     """
 
+    # Set by a step that leaves what it did before failing in place (the patches a push applied
+    # before the one that did not apply stay applied, as quilt does): the transaction keeps them.
+    keep_progress: bool = False
+
     def __init__(self, what: str, hint: str):
         if not (isinstance(what, str) and what and isinstance(hint, str) and hint):
             raise TypeError(f"UserError needs what is wrong and what to do, got {what!r}, {hint!r}")

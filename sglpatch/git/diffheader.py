@@ -80,6 +80,8 @@ def sections(text: str) -> list[Section]:
         named = git_line_paths(lines[0])
         if named is None:
             continue
+        old: str | None
+        new: str | None
         old, new = named
         for line in lines[1:]:
             if line.startswith("@@"):

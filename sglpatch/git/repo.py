@@ -15,7 +15,7 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
-from os import PathLike
+from pathlib import Path
 from typing import IO, Any
 
 import git
@@ -98,11 +98,25 @@ def current_branch(repo: Repo) -> str:
     return repo.active_branch.name
 
 
-def git_dir(repo: Repo) -> str | PathLike[str]:
+def git_dir(repo: Repo) -> Path:
     """The path of ``repo``'s .git directory (the repository itself when bare)."""
-    return repo.git_dir
+    return Path(repo.git_dir)
 
 
-def work_dir(repo: Repo) -> str | PathLike[str] | None:
-    """The path of ``repo``'s work tree (None when bare)."""
-    return repo.working_tree_dir
+def work_dir(repo: Repo) -> Path:
+    """The path of ``repo``'s work tree (ValueError for a bare repository, which has none)."""
+    if repo.working_tree_dir is None:
+        raise ValueError(f"{repo.git_dir} is a bare repository: it has no work tree")
+    return Path(repo.working_tree_dir)
+
+
+def message_text(commit: Commit) -> str:
+    """A commit's message as text: GitPython hands over bytes when it cannot decode them."""
+    message = commit.message
+    return message if isinstance(message, str) else message.decode("utf-8", "surrogateescape")
+
+
+def summary_text(commit: Commit) -> str:
+    """A commit's subject line as text (GitPython hands over bytes when it cannot decode it)."""
+    summary = commit.summary
+    return summary if isinstance(summary, str) else summary.decode("utf-8", "surrogateescape")

@@ -15,7 +15,7 @@ from pathlib import Path
 from sglpatch.git.diffheader import sections
 from sglpatch.errors import UserError
 from sglpatch.git.env import git_bytes, raise_if_killed
-from sglpatch.git.repo import (BadName, Commit, GitError, Repo, first_parent_commits, git_dir, head_sha, pinned_env,
+from sglpatch.git.repo import (BadName, Commit, GitError, Repo, first_parent_commits, git_dir, head_sha, message_text, pinned_env, summary_text,
                                resolve_commit, run, work_dir)
 from sglpatch.queue.series import PATCH_DIR, Series, commit_matches_patch, message_break, parse_patch, read_series, read_series_names, refuse_conflict_markers, render_series, series_path
 from sglpatch.queue.snapshot import BASE_REF
@@ -117,8 +117,8 @@ class PatchQueue:
                             "export them with `python build.py new NAME` or drop the extra commits")
         for name, commit in zip(names, commits):
             patch = parse_patch(self.root / PATCH_DIR / name)
-            if not commit_matches_patch(commit.message, patch):
-                raise UserError(f"commit '{commit.summary}' in {self.path} does not match "
+            if not commit_matches_patch(message_text(commit), patch):
+                raise UserError(f"commit '{summary_text(commit)}' in {self.path} does not match "
                                 f"patch {name} ('{patch.subject}')",
                                 "the work tree history diverged from the series; export or reset it")
         return names[: len(commits)]
@@ -195,7 +195,9 @@ class PatchQueue:
                 pending = pending[: pending.index(target) + 1]  # listed (checked above), not applied
             elif not all:
                 pending = pending[:1]
-            series = self.series() if pending else None
+            if not pending:
+                return pending
+            series = self.series()
             for name in pending:
                 self._apply(series.get(name).path, name)
             return pending
@@ -318,7 +320,7 @@ class PatchQueue:
     def export_one(self, commit: Commit, name: str, tx) -> Path:
         """Stage ``commit`` as the patch file ``name`` in the transaction ``tx``."""
         path = self.root / PATCH_DIR / name
-        _refuse_message_break(commit.message, name, f"indent it (`git -C {self.path} commit --amend`), then rerun")
+        _refuse_message_break(message_text(commit), name, f"indent it (`git -C {self.path} commit --amend`), then rerun")
         text = self.format_patch(commit)
         refuse_conflict_markers(text, name, f"resolve them in {self.path}, then rerun")
         if not path.exists() or path.read_bytes() != git_bytes(text):

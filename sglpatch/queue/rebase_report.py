@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 from sglpatch.queue import hunks
 from sglpatch.queue.line import line_of
@@ -14,7 +15,7 @@ from sglpatch.queue.rebase_verdicts import Verdict
 
 def report_data(root: Path, state: State, conflict: Verdict | None = None) -> dict:
     line = line_of(root)
-    data = {"line": line.name, "onto": state.onto, "from": state.old_version,
+    data: dict[str, Any] = {"line": line.name, "onto": state.onto, "from": state.old_version,
             "patches": state.verdicts()}
     if conflict:
         data["patches"].append(asdict(conflict))

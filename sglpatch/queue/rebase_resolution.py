@@ -8,7 +8,7 @@ from pathlib import Path
 
 from sglpatch.errors import UserError
 from sglpatch.git.env import raise_if_killed
-from sglpatch.git.repo import GitError, Repo, git_dir, pinned_env, resolve_commit, run
+from sglpatch.git.repo import GitError, Repo, git_dir, message_text, pinned_env, resolve_commit, run, summary_text
 from sglpatch.git.repo import head_sha as head_of
 from sglpatch.queue.patch_queue import PatchQueue, am_refusal
 from sglpatch.queue.rebase_state import STATE_DIR, State
@@ -51,7 +51,7 @@ def continue_stopped(queue: PatchQueue, state: State, old_tree: Path, new_tree: 
                         "resolve them, then `rebase --continue`")
     suspect = current.get("conflict", {}).get("verdict") == "suspect"
     if _in_am(queue):
-        _finish_am(queue, state)
+        _finish_am(queue, state, current)
     elif suspect and queue.is_dirty() and head_sha(queue) != before:  # the maintainer's fix, not committed
         with pinned_env(queue.repo):
             run(queue.repo, "add", "--all")
@@ -69,8 +69,8 @@ def continue_stopped(queue: PatchQueue, state: State, old_tree: Path, new_tree: 
         return None
     commit = resolve_commit(queue.repo, head)
     patch = parse_patch(queue.root / STATE_DIR / "patches" / name)
-    if [p.hexsha for p in commit.parents] != [before] or not commit_matches_patch(commit.message, patch):
-        raise UserError(f"HEAD in {queue.path} is {head[:12]} ('{commit.summary}'), not a resolution of {name} "
+    if [p.hexsha for p in commit.parents] != [before] or not commit_matches_patch(message_text(commit), patch):
+        raise UserError(f"HEAD in {queue.path} is {head[:12]} ('{summary_text(commit)}'), not a resolution of {name} "
                         f"on top of {before[:12]}", "put HEAD back, `rebase --skip`, or `rebase --abort`")
     stopped_at = current.get("conflict", {})
     if suspect:
@@ -78,7 +78,7 @@ def continue_stopped(queue: PatchQueue, state: State, old_tree: Path, new_tree: 
                                    stopped_at.get("files", [])), head)
         return None
     resolved = Verdict(name, "merged", "conflict resolved by the maintainer",
-                       [f["path"] for f in stopped_at.get("file_verdicts", [])] or patch.files,
+                       [f["path"] for f in stopped_at.get("file_verdicts", [])] or list(patch.files),
                        _resolved(stopped_at.get("file_verdicts", [])))
     checked = check_suspects(queue.repo, resolved, old_tree, new_tree)
     if checked.verdict == "suspect":
@@ -94,9 +94,9 @@ def _resolved(file_verdicts: list[dict]) -> list[dict]:
                        for h in f["hunks"]]} for f in file_verdicts]
 
 
-def _finish_am(queue: PatchQueue, state: State) -> None:
-    """Commit the maintainer's resolution with the stopped `git am` (ours: HEAD has not moved)."""
-    current = state.current
+def _finish_am(queue: PatchQueue, state: State, current: dict) -> None:
+    """Commit the maintainer's resolution with the stopped `git am` (ours: HEAD has not moved);
+    ``current`` is ``state.current``, the stopped step."""
     if head_sha(queue) != current["head_before"]:
         raise UserError(f"HEAD in {queue.path} moved to {head_sha(queue)[:12]} while {current['name']} was "
                         f"stopped (it was {current['head_before'][:12]})", "put it back, or `rebase --abort`")

@@ -33,7 +33,7 @@ from sglpatch.lock import line_lock
 from sglpatch.queue import snapshot
 from sglpatch.queue.line import Line, line_of
 from sglpatch.queue.snapshot import blob_sha
-from sglpatch.queue.transaction_journal import (WORK_TREE, git_environment, read_journal, rebase_in_progress,
+from sglpatch.queue.transaction_journal import (existing_work_repo, WORK_TREE, git_environment, read_journal, rebase_in_progress,
                                                 restore_start, signals_held, work_repo, write_journal)
 from sglpatch.queue.transaction_log import commit_state, record, written_blobs
 from sglpatch.queue.transaction_recovery import recover
@@ -189,7 +189,7 @@ def resume(line: Line) -> Transaction:
     journal = read_journal(line)
     if not journal or journal["phase"] != "rebase":
         raise UserError("no rebase is in progress", "start one with `rebase --onto VERSION`")
-    tx = Transaction(line, work_repo(line), journal["op"], journal["start"], durable=True)
+    tx = Transaction(line, existing_work_repo(line), journal["op"], journal["start"], durable=True)
     _ACTIVE[line.root] = tx
     return tx
 

@@ -10,6 +10,7 @@ import os
 import re
 import signal
 from pathlib import Path
+from typing import Literal, overload
 
 from sglpatch.errors import UserError
 from sglpatch.git.repo import GitError, NotARepository, Repo, init_repo, open_repo, pinned_env, run
@@ -18,6 +19,7 @@ from sglpatch.queue.line import Line
 
 JOURNAL = Path("build") / "transaction.json"
 WORK_TREE = Path("build") / "src"
+_BOUNDARIES_PASSED = [0]  # SGLPATCH_CRASH_AT=N kills the process at the Nth boundary it passes
 
 
 def boundary(name: str) -> None:
@@ -29,8 +31,8 @@ def boundary(name: str) -> None:
             fh.write(name + "\n")
     crash_at = os.environ.get("SGLPATCH_CRASH_AT")
     if crash_at:
-        boundary.count = getattr(boundary, "count", 0) + 1
-        if crash_at in (str(boundary.count), name):
+        _BOUNDARIES_PASSED[0] += 1
+        if crash_at in (str(_BOUNDARIES_PASSED[0]), name):
             os.kill(os.getpid(), signal.SIGKILL)
 
 
@@ -45,6 +47,10 @@ def signals_held():
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
+@overload
+def work_repo(line: Line, create: Literal[True]) -> Repo: ...
+@overload
+def work_repo(line: Line, create: bool = False) -> Repo | None: ...
 def work_repo(line: Line, create: bool = False) -> Repo | None:
     """The line's work tree repository; with ``create``, a new one where there is none yet."""
     path = line.root / WORK_TREE
@@ -57,6 +63,14 @@ def work_repo(line: Line, create: bool = False) -> Repo | None:
                         f"move it aside (`mv {path} {path}.saved`), then run `{line.command('prepare')}`")
     path.mkdir(parents=True, exist_ok=True)
     return init_repo(path)
+
+
+def existing_work_repo(line: Line) -> Repo:
+    """The line's work tree repository where a journal or a log entry says there is one."""
+    repo = work_repo(line)
+    if repo is None:
+        raise UserError(f"no work tree at {line.root / WORK_TREE}", f"run `{line.command('prepare')}` first")
+    return repo
 
 
 def checked_repo(path: Path, prepare: str) -> Repo:
@@ -95,9 +109,11 @@ def read_journal(line: Line) -> dict | None:
             or not re.fullmatch(r"[0-9a-f]{40}", str(data.get(needs[data["phase"]]))):
         raise damaged
     repo = work_repo(line)
+    if repo is None:  # a journal without its work tree
+        raise damaged
     try:
         run(repo, "cat-file", "-e", f"{data[needs[data['phase']]]}^{{commit}}")
-    except (AttributeError, GitError):
+    except GitError:
         raise damaged from None
     return data
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from sglpatch.git.env import raise_if_killed
-from sglpatch.git.repo import GitError, Repo, first_parent_commits, git_dir, run
+from sglpatch.git.repo import GitError, Repo, first_parent_commits, git_dir, message_text, run
 from sglpatch.queue import snapshot
 from sglpatch.queue.line import Line, line_of
 from sglpatch.queue.snapshot import State
@@ -139,7 +139,7 @@ def log(line: Line) -> list[Entry]:
     for commit in first_parent_commits(repo, LOG_REF):
         if "before" not in [t.name for t in commit.tree.trees]:
             break  # the first entry's first parent is its own "before" snapshot
-        op, _, summary = commit.message.partition("\n\n")
+        op, _, summary = message_text(commit).partition("\n\n")
         undoes = next((l.split(": ", 1)[1] for l in summary.splitlines() if l.startswith("Undoes: ")), None)
         entries.append(Entry(commit.hexsha, op.strip(), summary.strip(), commit.committed_datetime.isoformat(),
                              undoes))

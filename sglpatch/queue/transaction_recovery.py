@@ -13,8 +13,7 @@ from sglpatch.output import say
 from sglpatch.queue import snapshot
 from sglpatch.queue.line import Line, line_of
 from sglpatch.queue.snapshot import State
-from sglpatch.queue.transaction_journal import (git_environment, read_journal, restore_start, signals_held, work_repo,
-                                                write_journal)
+from sglpatch.queue.transaction_journal import (existing_work_repo, git_environment, read_journal, restore_start, signals_held, write_journal)
 from sglpatch.queue.transaction_log import LOG_REF, apply, entry_states, mark_written, record, touched_files
 
 
@@ -24,7 +23,7 @@ def recover(line: Line) -> str | None:
     journal = read_journal(line)
     if journal is None or journal["phase"] == "rebase":
         return None
-    repo = work_repo(line)
+    repo = existing_work_repo(line)
     if journal["phase"] == "committing":
         done = _roll_forward_killed(line, repo, journal)
     else:
@@ -106,7 +105,7 @@ def _roll_forward_killed(line: Line, repo: Repo, journal: dict) -> str:
     return f"completed the interrupted `{op}`, keeping the edits made since"
 
 
-def _replay_edits(repo: Repo, before: State, after: State, current: State) -> tuple[str, str, list[str]]:
+def _replay_edits(repo: Repo, before: State, after: State, current: State) -> tuple[str | None, str, list[str]]:
     """``after``'s work tree with the edits made over ``before``'s since: a three-way merge of
     the work tree trees, as (commit, tree, files left with conflict markers)."""
     with git_environment(repo):

@@ -12,7 +12,7 @@ from sglpatch.lock import line_lock
 from sglpatch.queue import snapshot
 from sglpatch.queue.line import Line, line_of
 from sglpatch.queue.snapshot import State
-from sglpatch.queue.transaction_journal import WORK_TREE, rebase_in_progress, signals_held, work_repo
+from sglpatch.queue.transaction_journal import existing_work_repo, WORK_TREE, rebase_in_progress, signals_held
 from sglpatch.queue.transaction_log import Entry, entry_states, log, record, touched_files
 from sglpatch.queue.transaction_recovery import recover
 
@@ -31,8 +31,8 @@ def undo(root: Path) -> Entry:
             raise UserError(f"`{target.op}` cannot be undone: it would bring back a rebase half-way",
                             f"its work tree is kept: `git -C {line.root / WORK_TREE} diff "
                             f"{target.sha}^2` shows it")
-        repo = work_repo(line)
-        if (Path(git_dir(repo)) / "rebase-apply").exists():
+        repo = existing_work_repo(line)
+        if (git_dir(repo) / "rebase-apply").exists():
             raise UserError(f"a `git am` started by hand is in progress in {work_dir(repo)}",
                             "finish it (`git am --continue`) or abort it (`git am --abort`) there, then rerun undo")
         was, now = entry_states(repo, target.sha)

@@ -127,6 +127,7 @@ def _import(mirror: Repo, version: str, pin: Pin | None, submodule: Path | None)
         with pinned_env(mirror):
             run(mirror, "fetch", str(submodule), pin.commit)
         commit = pin.commit
+        assert commit is not None  # _submodule_at matched the submodule's HEAD to it
     else:
         commit = _import_artifact(mirror, version, pin)
     problem = _commit_problem(mirror, commit)
