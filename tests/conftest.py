@@ -20,7 +20,6 @@ if str(TESTS_DIR) not in sys.path:  # `import sglang_runtime` from any test, any
 import sglang_runtime  # noqa: E402
 from helpers import load_module  # noqa: E402
 
-
 model_specs = load_module("sglpatch_test_model_specs", TESTS_DIR / "models" / "specs.py")
 
 
@@ -36,8 +35,8 @@ def pytest_configure(config):
 def _line_facts(line: str) -> tuple[str, tuple[str, ...]]:
     """A line's SGLang version and patch names, read once per session."""
     from sglpatch.queue.line import find_line
-    from sglpatch.upstream.pin import read_pin
     from sglpatch.queue.series import read_series_names
+    from sglpatch.upstream.pin import read_pin
 
     root = find_line(sglang_runtime.REPO_ROOT, line).root
     return read_pin(root).version, tuple(read_series_names(root))
@@ -101,6 +100,7 @@ def standin_base(request, docker_engine, runtime, tmp_path_factory):
     import docker_engine as engines
     import image_standin
     import registry_server
+
     from sglpatch.upstream.source import release_artifact
 
     pin = runtime.pin
@@ -221,9 +221,10 @@ def patched(tmp_path_factory):
     """``patched(line)``: the files the line's series touches, patched, in a scratch directory
     (the fast behaviour tests run the code the patches add from there: tests/patch_code.py)."""
     from patch_code import patched_files
+
     from sglpatch.queue.line import find_line
-    from sglpatch.upstream.pin import read_pin
     from sglpatch.queue.series import read_series
+    from sglpatch.upstream.pin import read_pin
     from sglpatch.upstream.source import pristine_tree
 
     made = {}

@@ -22,8 +22,8 @@ import signal
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 from sglpatch.ship.image import Builder, find_builder
 

@@ -18,8 +18,8 @@ What runs is the patched source, compiled from the file; only its surroundings a
 """
 
 from __future__ import annotations
-
 import __future__
+
 import ast
 import re
 import shutil

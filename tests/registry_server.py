@@ -20,9 +20,9 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 from docker_engine import EngineError, apt_install, sized_dir
 

@@ -36,8 +36,8 @@ import textwrap
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Callable, Iterator, Mapping
 
 VARIANTS = ("patched", "pristine")
 
@@ -281,7 +281,7 @@ class Server:
         _ACTIVE.discard(self.proc)
         return self.leftovers
 
-    def __enter__(self) -> "Server":
+    def __enter__(self) -> Server:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -348,7 +348,7 @@ class Runtime:
         return (stamp.is_file() and stamp.read_text() == self._stamp_content()
                 and self.python.exists())
 
-    def ensure(self) -> "Runtime":
+    def ensure(self) -> Runtime:
         with _locked(self.home / ".lock", self.progress):
             if not self.is_complete():
                 self._build_venv()

@@ -26,10 +26,10 @@ See docs/contract.md for what is derived and how.
 """
 
 from sglpatch.contract.core import DEFAULT_MODELS, Analysis, Report, check_tree
-from sglpatch.contract.rules.terms import Contract, ContractItem
-from sglpatch.contract.rules.verdicts import MemberStatus, ModelReport
 from sglpatch.contract.flow.derive import FEATURES, PATTERNS, PROPAGATION
 from sglpatch.contract.named import NAMES as CHECK_NAMES
+from sglpatch.contract.rules.terms import Contract, ContractItem
+from sglpatch.contract.rules.verdicts import MemberStatus, ModelReport
 from sglpatch.contract.rules.wiring import WiringResult
 
 __all__ = ["check_tree", "Report", "ModelReport", "MemberStatus", "Contract", "ContractItem",

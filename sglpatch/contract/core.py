@@ -12,15 +12,15 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sglpatch.errors import UserError
-from sglpatch.contract.rules import eagle3
-from sglpatch.contract.index.classes import ClassIndex, ClassRef
 from sglpatch.contract.flow.derive import Deriver
+from sglpatch.contract.index.classes import ClassIndex, ClassRef
+from sglpatch.contract.parse.tree import SourceTree
+from sglpatch.contract.rules import eagle3
 from sglpatch.contract.rules.production import Launch
 from sglpatch.contract.rules.terms import Contract, build_contract
-from sglpatch.contract.parse.tree import SourceTree
 from sglpatch.contract.rules.verdicts import MemberStatus, ModelReport, check_model
 from sglpatch.contract.rules.wiring import WiringResult, check_wiring
+from sglpatch.errors import UserError
 
 # The models our series targets: checked by default and by the named check.
 DEFAULT_MODELS = ("KimiK25ForConditionalGeneration",)

@@ -6,9 +6,9 @@ neither imports the other's package at load time.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 
 @dataclass(frozen=True)

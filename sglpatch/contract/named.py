@@ -12,14 +12,14 @@ import os
 from collections import OrderedDict
 from pathlib import Path
 
-from sglpatch.contract.findings import Finding, register
-from sglpatch.contract.rules import eagle3
 from sglpatch.contract.core import Analysis
-from sglpatch.contract.rules.verdicts import check_model
+from sglpatch.contract.findings import Finding, register
 from sglpatch.contract.index.forwards import forward_problems
+from sglpatch.contract.rules import eagle3
 from sglpatch.contract.rules.aux_layers import check_aux_layer_resolution
 from sglpatch.contract.rules.gates import check_allreduce_gate
 from sglpatch.contract.rules.symm_mem import check_symm_mem
+from sglpatch.contract.rules.verdicts import check_model
 
 KIMI = "KimiK25ForConditionalGeneration"
 

@@ -59,7 +59,7 @@ class Moves:
     deleted: frozenset[str]
 
     @classmethod
-    def between(cls, repo: Repo, old: str | None, new: str) -> "Moves":
+    def between(cls, repo: Repo, old: str | None, new: str) -> Moves:
         if not old:
             return cls({}, frozenset())
         with pinned_env(repo):

@@ -18,12 +18,20 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-
-from sglpatch.git.repo import AnyGitError, open_repo, run
-from sglpatch.git.diffheader import git_line, name_line, sections, unquote, with_ab_prefixes
 from sglpatch.errors import UserError
+from sglpatch.git.diffheader import git_line, name_line, sections, unquote, with_ab_prefixes
+from sglpatch.git.repo import AnyGitError, open_repo, run
 from sglpatch.queue.line import line_of
-from sglpatch.queue.series import PATCH_DIR, am_subject, decode_utf8, name_problem, parse_patch, read_series_names, render_series, series_path
+from sglpatch.queue.series import (
+    PATCH_DIR,
+    am_subject,
+    decode_utf8,
+    name_problem,
+    parse_patch,
+    read_series_names,
+    render_series,
+    series_path,
+)
 from sglpatch.queue.transaction import transaction
 
 UNSET_STATUS = "Unset"
@@ -162,7 +170,7 @@ def _split_per_file(patch: tuple[str, str], path: Path, author: str) -> list[tup
         chunk = diff[a:b]
         file = sections(chunk)[0].path
         piece_subject = f"{subject} ({file})"
-        piece_head = re.sub(r"^Subject: .*(?:\n[ \t].*)*", lambda _m: f"Subject: [PATCH] {_encoded(piece_subject)}",
+        piece_head = re.sub(r"^Subject: .*(?:\n[ \t].*)*", lambda _m: f"Subject: [PATCH] {_encoded(piece_subject)}",  # noqa: B023 (called at once)
                             head, count=1, flags=re.M)
         pieces.append((piece_subject, f"{piece_head}\n---\n{chunk}"))
     return pieces

@@ -10,13 +10,13 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from sglpatch.upstream import source as releases
 from sglpatch.errors import UserError
 from sglpatch.queue.line import Line, find_line, line_dir, validate_name
-from sglpatch.upstream.pin import PIN_FILE, bare_pin_text, read_pin, validate_version
 from sglpatch.queue.series import PATCH_DIR
 from sglpatch.queue.transaction_journal import boundary
 from sglpatch.queue.transaction_log import record_created
+from sglpatch.upstream import source as releases
+from sglpatch.upstream.pin import PIN_FILE, bare_pin_text, read_pin, validate_version
 
 
 def add_line(repo: Path, name: str, source: str, *, bare: bool, release: str | None) -> Line:

@@ -12,14 +12,38 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from sglpatch.git.diffheader import sections
 from sglpatch.errors import UserError
+from sglpatch.git.diffheader import sections
 from sglpatch.git.env import git_bytes, raise_if_killed
-from sglpatch.git.repo import (BadName, Commit, GitError, Repo, first_parent_commits, git_dir, head_sha, message_text, pinned_env, summary_text,
-                               resolve_commit, run, work_dir)
-from sglpatch.queue.series import PATCH_DIR, Series, commit_matches_patch, message_break, parse_patch, read_series, read_series_names, refuse_conflict_markers, render_series, series_path
-from sglpatch.queue.snapshot import BASE_REF
+from sglpatch.git.repo import (
+    BadName,
+    Commit,
+    GitError,
+    Repo,
+    first_parent_commits,
+    git_dir,
+    head_sha,
+    message_text,
+    pinned_env,
+    resolve_commit,
+    run,
+    summary_text,
+    work_dir,
+)
 from sglpatch.queue.line import line_of
+from sglpatch.queue.series import (
+    PATCH_DIR,
+    Series,
+    commit_matches_patch,
+    message_break,
+    parse_patch,
+    read_series,
+    read_series_names,
+    refuse_conflict_markers,
+    render_series,
+    series_path,
+)
+from sglpatch.queue.snapshot import BASE_REF
 from sglpatch.queue.transaction import transaction
 from sglpatch.queue.transaction_journal import WORK_TREE, checked_repo
 

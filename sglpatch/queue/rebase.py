@@ -36,23 +36,36 @@ from sglpatch.queue.line import line_of
 from sglpatch.queue.patch_queue import PatchQueue
 from sglpatch.queue.prepare import prepare_tree
 from sglpatch.queue.rebase_finish import finish_rebase
-from sglpatch.queue.rebase_report import report_data
-from sglpatch.queue.rebase_resolution import continue_stopped, head_sha, record_step, skip_stopped
+
+# The API (docs/INTERNAL-API.md), the command line and the tests reach these as rebase.NAME;
+# they live with the step that uses them.
+from sglpatch.queue.rebase_report import (
+    format_report,  # noqa: F401
+    report_data,
+)
+from sglpatch.queue.rebase_resolution import (  # noqa: F401
+    _deleted_upstream_unresolved,
+    _has_conflict_markers,
+    continue_stopped,
+    head_sha,
+    record_step,
+    skip_stopped,
+)
 from sglpatch.queue.rebase_state import REBASE_BRANCH, STATE_DIR, State, drop_scratch_state, patch_sha256
-from sglpatch.queue.rebase_verdicts import NEEDS_A_MAINTAINER, apply_one, check_suspects, dry_run_verdicts
+from sglpatch.queue.rebase_verdicts import (  # noqa: F401
+    NEEDS_A_MAINTAINER,
+    _moved_hunks,
+    apply_one,
+    check_suspects,
+    conflicted_files,
+    dry_run_verdicts,
+    needs_a_maintainer,  # noqa: F401
+)
 from sglpatch.queue.series import parse_patch, read_series
 from sglpatch.queue.transaction import resumed, transaction
 from sglpatch.queue.transaction_journal import boundary, rebase_in_progress
 from sglpatch.upstream import source
 from sglpatch.upstream.pin import read_pin, validate_version
-
-# The API (docs/INTERNAL-API.md), the command line and the tests reach these as rebase.NAME;
-# they live with the step that uses them.
-from sglpatch.queue.rebase_report import format_report  # noqa: F401
-from sglpatch.queue.rebase_verdicts import needs_a_maintainer  # noqa: F401
-from sglpatch.queue.rebase_resolution import _deleted_upstream_unresolved, _has_conflict_markers  # noqa: F401
-from sglpatch.queue.rebase_verdicts import _moved_hunks, conflicted_files  # noqa: F401
-
 
 # ---------------------------------------------------------------- entry points
 

@@ -16,14 +16,14 @@ from pathlib import Path
 
 from packaging.version import Version
 
-from sglpatch.upstream import source
-from sglpatch.queue.prepare import say
 from sglpatch.cache import cache_dir
 from sglpatch.queue.line import line_of
-from sglpatch.upstream.pin import PIN_FILE, read_pin, validate_version
+from sglpatch.queue.prepare import say
 from sglpatch.queue.rebase import start
 from sglpatch.queue.series import read_series
 from sglpatch.queue.snapshot import write_file
+from sglpatch.upstream import source
+from sglpatch.upstream.pin import PIN_FILE, read_pin, validate_version
 
 _PACKAGE = Path(__file__).resolve().parents[1]
 

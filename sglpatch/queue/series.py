@@ -19,8 +19,8 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from sglpatch.git.diffheader import sections, unprefixed_lines
 from sglpatch.errors import UserError
+from sglpatch.git.diffheader import sections, unprefixed_lines
 from sglpatch.upstream.pin import decode_utf8, validate_version
 
 PATCH_DIR = "patches"

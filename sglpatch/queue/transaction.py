@@ -33,17 +33,27 @@ from sglpatch.lock import line_lock
 from sglpatch.queue import snapshot
 from sglpatch.queue.line import Line, line_of
 from sglpatch.queue.snapshot import blob_sha
-from sglpatch.queue.transaction_journal import (existing_work_repo, WORK_TREE, git_environment, read_journal, rebase_in_progress,
-                                                restore_start, signals_held, work_repo, write_journal)
-from sglpatch.queue.transaction_log import commit_state, record, written_blobs
-from sglpatch.queue.transaction_recovery import recover
+from sglpatch.queue.transaction_journal import (
+    WORK_TREE,
+    existing_work_repo,
+    git_environment,
+    read_journal,
+    rebase_in_progress,
+    restore_start,
+    signals_held,
+    work_repo,
+    write_journal,
+)
 
 # The CLI and tests reach these as transaction.NAME.
-from sglpatch.queue.transaction_log import COMPLETED, LOG_REF, log  # noqa: F401
-from sglpatch.queue.transaction_recovery import recover_if_idle  # noqa: F401
+from sglpatch.queue.transaction_log import COMPLETED, LOG_REF, commit_state, log, record, written_blobs  # noqa: F401
+from sglpatch.queue.transaction_recovery import (
+    recover,
+    recover_if_idle,  # noqa: F401
+)
 from sglpatch.queue.transaction_undo import undo  # noqa: F401
 
-_ACTIVE: dict[Path, "Transaction"] = {}  # per line: a nested `transaction()` joins it
+_ACTIVE: dict[Path, Transaction] = {}  # per line: a nested `transaction()` joins it
 
 
 class Refused(UserError):

@@ -13,7 +13,14 @@ from sglpatch.output import say
 from sglpatch.queue import snapshot
 from sglpatch.queue.line import Line, line_of
 from sglpatch.queue.snapshot import State
-from sglpatch.queue.transaction_journal import (existing_work_repo, git_environment, read_journal, restore_start, signals_held, write_journal)
+from sglpatch.queue.transaction_journal import (
+    existing_work_repo,
+    git_environment,
+    read_journal,
+    restore_start,
+    signals_held,
+    write_journal,
+)
 from sglpatch.queue.transaction_log import LOG_REF, apply, entry_states, mark_written, record, touched_files
 
 

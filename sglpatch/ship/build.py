@@ -6,12 +6,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sglpatch.contract import checks
-from sglpatch.upstream import source
 from sglpatch.errors import UserError
-from sglpatch.upstream.pin import Pin, read_pin
 from sglpatch.queue.prepare import prepare_tree, say
 from sglpatch.queue.series import Series
 from sglpatch.ship.wheel import build_overlay
+from sglpatch.upstream import source
+from sglpatch.upstream.pin import Pin
 
 DIST = "dist"
 

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import yaml
 
-from sglpatch.ship import image, manifests
 from sglpatch.errors import UserError
+from sglpatch.ship import image, manifests
 from sglpatch.upstream.pin import read_pin
 
 TEMPLATES = Path("deploy")

@@ -9,7 +9,7 @@ the resource and what to add.
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 KUBERNETES_VERSION = "1.37.0"  # the schema the manifests are validated against (kubernetes-validate)
 GPU = "nvidia.com/gpu"

@@ -19,8 +19,8 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Callable
 
 from sglpatch.errors import UserError
 

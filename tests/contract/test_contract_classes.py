@@ -7,11 +7,11 @@ same class with the one thing that decides it changed.
 from __future__ import annotations
 
 import pytest
+from mini_tree import make_tree
 
 from sglpatch.contract.index.classes import FORWARD_DEPTH, ClassIndex
 from sglpatch.contract.parse.refs import ClassRef
 from sglpatch.contract.parse.tree import SourceTree, Symbol
-from mini_tree import make_tree
 
 WANTED = "set_eagle3_layers_to_capture"  # LlamaForCausalLM of the mini tree has it; Plain has not
 FORWARDERS = '''

@@ -20,10 +20,10 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from helpers import REPO_ROOT
-from sglpatch.upstream import source
+
 from sglpatch.contract.suspect.merge import Suspect, added_lines, find_suspects
+from sglpatch.upstream import source
 from sglpatch.upstream.pin import read_pin
 
 PIN = read_pin(REPO_ROOT)

@@ -8,9 +8,17 @@ from pathlib import Path
 
 import git
 import pytest
-
 from helpers import AUTHOR_ENV, commit_files, make_upstream
-from sglpatch.git.diffheader import git_line_paths, quote, renamed_header, sections, unprefixed_lines, unquote, with_ab_prefixes
+
+from sglpatch.git.diffheader import (
+    git_line_paths,
+    quote,
+    renamed_header,
+    sections,
+    unprefixed_lines,
+    unquote,
+    with_ab_prefixes,
+)
 from sglpatch.queue.hunks import Moves
 
 BODY = "".join(f"line {i} of a file long enough for git to find it moved\n" for i in range(30))

@@ -17,7 +17,6 @@ from pathlib import Path
 from types import SimpleNamespace as NS
 
 import pytest
-
 from patch_code import SRT, load_class, load_module, run_block
 
 

@@ -18,8 +18,8 @@ from pathlib import Path
 from types import SimpleNamespace as NS
 
 import pytest
-
 from patch_code import SRT, load_class, load_module
+
 from sglpatch.upstream.pin import read_pin
 from sglpatch.upstream.source import pristine_tree
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 import sglang_runtime
 from sglang_runtime import RESULT_MARKER
 

@@ -13,11 +13,11 @@ from pathlib import Path
 import git
 import pytest
 from packaging.version import Version
-
 from sglang_runtime import line_names
+
 from sglpatch.queue.line import find_line
-from sglpatch.upstream.pin import read_pin
 from sglpatch.queue.series import PATCH_DIR, SERIES_FILE, read_series
+from sglpatch.upstream.pin import read_pin
 from sglpatch.upstream.source import pristine_tree
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

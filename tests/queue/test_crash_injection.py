@@ -13,10 +13,10 @@ from pathlib import Path
 
 import git
 import pytest
-
 from helpers import run_cli
-from sglpatch.queue.patch_queue import PatchQueue
 from test_rebase import RUNNER, V2, env, make_repo, snapshot  # noqa: F401  (env is a fixture)
+
+from sglpatch.queue.patch_queue import PatchQueue
 
 ONTO = ["rebase", "--onto", "1.1.0", "--commit", "2" * 40]
 

@@ -7,10 +7,10 @@ import subprocess
 from pathlib import Path
 
 import git
-
 from helpers import assert_one_line_error, run_cli
-from sglpatch.queue.series import parse_patch, read_series, read_series_names, trailer_problems
 from test_rebase import KIMI, OTHER, RUNNER, V1, env, make_repo, snapshot  # noqa: F401  (env is a fixture)
+
+from sglpatch.queue.series import parse_patch, read_series, read_series_names, trailer_problems
 
 
 def ok(result: subprocess.CompletedProcess) -> subprocess.CompletedProcess:

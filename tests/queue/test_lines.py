@@ -12,16 +12,16 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from helpers import REPO_ROOT, assert_one_line_error, make_project, run_cli
 from sglang_runtime import line_names
-from sglpatch.ship import build
-from sglpatch.upstream import source
+
 from sglpatch.errors import UserError
 from sglpatch.queue.line import Line, all_lines, find_line
 from sglpatch.queue.line_add import add_line
-from sglpatch.upstream.pin import read_pin
 from sglpatch.queue.series import read_series
+from sglpatch.ship import build
+from sglpatch.upstream import source
+from sglpatch.upstream.pin import read_pin
 
 PIN = read_pin(REPO_ROOT)
 KIMI = "KimiK25ForConditionalGeneration"

@@ -9,12 +9,21 @@ from pathlib import Path
 
 import git
 import pytest
+from helpers import (
+    UPSTREAM_FILES,
+    assert_one_line_error,
+    commit_files,
+    commit_project,
+    make_project,
+    make_upstream,
+    message,
+    patch_text,
+    run_cli,
+)
 
-from helpers import (UPSTREAM_FILES, commit_files, commit_project, assert_one_line_error, make_project, make_upstream,
-                     message, patch_text, run_cli)
-from sglpatch.queue import hunks
 from sglpatch.errors import UserError
 from sglpatch.git.env import FIXED_IDENTITY
+from sglpatch.queue import hunks
 from sglpatch.queue.line import line_of
 from sglpatch.queue.patch_queue import PatchQueue, am_refusal
 from sglpatch.queue.series import read_series_names

@@ -51,15 +51,29 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from helpers import (
+    AUTHOR_ENV,
+    UPSTREAM_FILES,
+    commit_project,
+    make_project,
+    make_upstream,
+    message,
+    patch_text,
+    run_cli,
+)
 from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule, \
-    run_state_machine_as_test
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
 
-from helpers import AUTHOR_ENV, UPSTREAM_FILES, commit_project, make_project, make_upstream, message, patch_text, \
-    run_cli
-from sglpatch.queue import transaction
 from sglpatch.errors import UserError
+from sglpatch.queue import transaction
 from sglpatch.queue.patch_queue import PatchQueue
 from sglpatch.queue.series import parse_patch, read_series
 

@@ -14,17 +14,29 @@ from pathlib import Path
 
 import git
 import pytest
+from helpers import (
+    AUTHOR_ENV,
+    REPO_ROOT,
+    LocalIndex,
+    assert_one_line_error,
+    commit_files,
+    commit_project,
+    make_upstream,
+    message,
+    patch_text,
+    pin_text,
+    run_cli,
+    sdist_bytes,
+)
 
-from helpers import (AUTHOR_ENV, REPO_ROOT, LocalIndex, assert_one_line_error, commit_files, commit_project, make_upstream,
-                     message, patch_text, pin_text, run_cli, sdist_bytes)
 from sglpatch.contract import checks
 from sglpatch.git.env import git_env
 from sglpatch.queue import hunks, rebase
-from sglpatch.upstream import source
 from sglpatch.queue.line import line_dir
-from sglpatch.upstream.pin import read_pin
 from sglpatch.queue.patch_queue import PatchQueue
 from sglpatch.queue.series import read_series_names
+from sglpatch.upstream import source
+from sglpatch.upstream.pin import read_pin
 
 RUNNER = "python/sglang/srt/model_executor/model_runner.py"
 KIMI = "python/sglang/srt/models/kimi_k25.py"

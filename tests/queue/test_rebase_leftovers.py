@@ -12,12 +12,12 @@ from __future__ import annotations
 import json
 
 import git
-
 from helpers import commit_project, run_cli
+from test_rebase import OLD_COMMIT, RUNNER, V2, env, make_repo, verdicts  # noqa: F401  (env: a fixture)
+
 from sglpatch.queue import rebase
 from sglpatch.queue.patch_queue import BASE_REF
 from sglpatch.queue.series import read_series_names
-from test_rebase import OLD_COMMIT, RUNNER, V2, env, make_repo, verdicts  # noqa: F401  (env: a fixture)
 
 
 def test_a_rebase_starts_over_what_an_earlier_one_left_and_takes_none_of_it(env):

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import git
 import pytest
-
 from helpers import REPO_ROOT, commit_project, message
+
 from sglpatch.queue import rebase
+from sglpatch.queue.series import read_series, read_series_names
 from sglpatch.upstream import source
 from sglpatch.upstream.pin import read_pin
-from sglpatch.queue.series import read_series, read_series_names
 
 pytestmark = pytest.mark.slow
 

@@ -13,13 +13,13 @@ from pathlib import Path
 
 import git
 import pytest
-
 from helpers import REPO_ROOT, assert_one_line_error, commit_files, make_upstream, run_cli
-from sglpatch.queue import rebase
+from test_rebase import RUNNER, V2, env, make_repo, snapshot  # noqa: F401  (env is a fixture)
+
 from sglpatch.lock import line_lock
+from sglpatch.queue import rebase
 from sglpatch.queue.snapshot import State
 from sglpatch.queue.transaction_recovery import _replay_edits
-from test_rebase import RUNNER, V2, env, make_repo, snapshot  # noqa: F401  (env is a fixture)
 
 KIMI = "python/sglang/srt/models/kimi_k25.py"
 OTHER = "python/sglang/srt/other.py"

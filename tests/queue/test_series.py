@@ -10,14 +10,37 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import (
+    REPO_ROOT,
+    assert_one_line_error,
+    commit_files,
+    make_project,
+    make_upstream,
+    message,
+    patch_text,
+    run_cli,
+)
 
-from helpers import (REPO_ROOT, assert_one_line_error, commit_files, make_project, make_upstream, message, patch_text,
-                     run_cli)
 from sglpatch.errors import UserError
-from sglpatch.queue.series import DropCondition, PatchEntry, commit_matches_patch, message_break, parse_drop_when, parse_patch, parse_trailers, read_series, read_series_lines, read_series_names, render_series, trailer_problems, write_series
+from sglpatch.queue.series import (
+    DropCondition,
+    PatchEntry,
+    commit_matches_patch,
+    message_break,
+    parse_drop_when,
+    parse_patch,
+    parse_trailers,
+    read_series,
+    read_series_lines,
+    read_series_names,
+    render_series,
+    trailer_problems,
+    write_series,
+)
 
 try:
-    from hypothesis import given, settings, strategies as st
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
 except ImportError:  # not in requirements-dev.txt: the seeded random cases below still run
     given = None
 
@@ -390,8 +413,9 @@ SUBJECTS = [
 @pytest.mark.parametrize("subject", SUBJECTS)
 def test_a_commit_matches_its_patch_before_and_after_git_am(tmp_path, subject):
     """The subject rule is git's own: checked against real `git format-patch` and `git am`."""
-    from sglpatch.queue.series import commit_matches_patch
     import git
+
+    from sglpatch.queue.series import commit_matches_patch
     repo = git.Repo.init(tmp_path / "r")
     repo.git.commit("--allow-empty", "-qm", "base")
     (tmp_path / "r" / "f").write_text("a\n")

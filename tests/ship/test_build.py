@@ -15,8 +15,8 @@ from pathlib import Path
 
 import git
 import pytest
-
 from helpers import REPO_ROOT, assert_one_line_error, make_project, message, run_cli
+
 from sglpatch.upstream import source
 from sglpatch.upstream.pin import read_pin
 

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from helpers import REPO_ROOT, assert_one_line_error, run_cli
+
 from sglpatch.ship import deploy, manifests
 from sglpatch.upstream.pin import read_pin
 

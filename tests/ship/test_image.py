@@ -22,13 +22,13 @@ from pathlib import Path
 import git
 import pytest
 import yaml
-
 from helpers import AUTHOR_ENV, REPO_ROOT, assert_one_line_error, make_project, run_cli
+
+from sglpatch.cache import cache_dir
 from sglpatch.cli.image import dry_run_text
+from sglpatch.errors import UserError
 from sglpatch.ship import image, sbom
 from sglpatch.upstream import source
-from sglpatch.cache import cache_dir
-from sglpatch.errors import UserError
 from sglpatch.upstream.pin import read_pin
 
 PIN = read_pin(REPO_ROOT)

@@ -23,19 +23,19 @@ import uuid
 from pathlib import Path
 
 import git
-import pytest
-from packaging.utils import canonicalize_name
-
 import image_standin
+import pytest
 import sglang_runtime
 from docker_engine import private_engine
 from helpers import REPO_ROOT, assert_one_line_error, commit_project, run_cli
+from packaging.utils import canonicalize_name
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "smoke"))
 import sglang_scripts as scripts  # noqa: E402
+
+from sglpatch.queue.series import read_series
 from sglpatch.ship import image
 from sglpatch.upstream.pin import read_pin
-from sglpatch.queue.series import read_series
 
 # The production line's image. The latest line's is built and served in tests/test_image_latest.py,
 # and both lines' images go through a registry in tests/test_image_registry.py.

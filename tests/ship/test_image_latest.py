@@ -20,10 +20,10 @@ import sys
 import time
 
 import pytest
-
 from helpers import REPO_ROOT
-from sglpatch.upstream.pin import read_pin
 from test_image_build import CONTAINER_LABEL, TEST_BUILD_ARGS, copy_project, image_cli, in_image, scripts, serve
+
+from sglpatch.upstream.pin import read_pin
 
 pytestmark = [pytest.mark.image, pytest.mark.slow, pytest.mark.lines("latest")]
 

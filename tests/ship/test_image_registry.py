@@ -19,7 +19,6 @@ import time
 
 import git
 import pytest
-
 from registry_server import forget_images
 from test_image_build import TEST_BUILD_ARGS, copy_project, image_cli, serve
 

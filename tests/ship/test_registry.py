@@ -6,7 +6,6 @@ image's own push, pull by digest and EAGLE-3 serving are in tests/test_image_reg
 from __future__ import annotations
 
 import io
-import json
 import os
 import subprocess
 import tarfile
@@ -14,11 +13,11 @@ from functools import partial
 from pathlib import Path
 
 import pytest
-
 from helpers import REPO_ROOT, assert_one_line_error, run_cli
 from registry_server import forget_images, free_port, registry
-from sglpatch.ship import image
+
 from sglpatch.errors import UserError
+from sglpatch.ship import image
 from sglpatch.ship.registry import failure, is_release_tag, local_image_id, publish, remote_image
 
 pytestmark = [pytest.mark.image]

@@ -30,15 +30,15 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-import pytest
-
 import image_standin
-from docker_engine import compose_cli
+import pytest
 import sglang_runtime
+from docker_engine import compose_cli
 from helpers import REPO_ROOT, run_cli
+from test_image_build import TEST_BUILD_ARGS, copy_project, image_cli, scripts
+
 from sglpatch.ship import deploy
 from sglpatch.upstream.pin import read_pin
-from test_image_build import TEST_BUILD_ARGS, copy_project, image_cli, scripts
 
 pytestmark = [pytest.mark.image, pytest.mark.slow, pytest.mark.lines("production")]
 

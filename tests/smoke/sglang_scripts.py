@@ -11,9 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from packaging.version import Version
-
 import sglang_runtime
+from packaging.version import Version
 
 # EAGLE-3 with 3 draft tokens: 2 draft steps, top-1 chain (the numbers SGLang's own tests use).
 SPEC_STEPS, SPEC_TOPK, SPEC_DRAFT_TOKENS = 2, 1, 3

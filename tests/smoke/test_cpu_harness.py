@@ -10,7 +10,6 @@ CPU ops on 0.5.23) and in SGLang's spawned processes, on every line's runtime.
 from __future__ import annotations
 
 import pytest
-
 import sglang_runtime
 
 pytestmark = [pytest.mark.smoke]

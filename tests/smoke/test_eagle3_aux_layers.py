@@ -1,5 +1,5 @@
 """Patch 0005: the EAGLE-3 capture layers come from every place a draft config holds them, the
-server says which it used, and a draft that cannot take them is refused (issue 19).
+server says which it used, and a draft that cannot take them is refused.
 
 Real SGLang on the CPU, both lines, real tiny weights and tokenizer, the smoke tests' launch path
 (``sgl.Engine`` with ``sglang_scripts.engine_kwargs``). One script per variant starts one engine
@@ -45,7 +45,6 @@ import re
 from pathlib import Path
 
 import pytest
-
 import sglang_runtime
 import sglang_scripts as scripts
 

@@ -23,10 +23,9 @@ import json
 import re
 
 import pytest
-from packaging.version import Version
-
 import sglang_runtime
 import sglang_scripts as scripts
+from packaging.version import Version
 
 pytestmark = [pytest.mark.smoke]
 

@@ -21,11 +21,11 @@ import re
 from typing import cast
 
 from sglpatch.contract.flow.access import FEATURES, PATTERNS, PROPAGATION, Access, FuncInfo, KeyResult, Val
-from sglpatch.contract.index.classes import ClassIndex, ClassRef
 from sglpatch.contract.flow.guards import _required_first
 from sglpatch.contract.flow.none_flow import NoneFlow
-from sglpatch.contract.parse.tree import MODELS, SRT, Module, SourceTree
 from sglpatch.contract.flow.walker import _Walker
+from sglpatch.contract.index.classes import ClassIndex, ClassRef
+from sglpatch.contract.parse.tree import MODELS, SRT, Module, SourceTree
 
 # The vocabulary lives in access.py; these are the names the rest of the package takes from here.
 __all__ = ["FEATURES", "PATTERNS", "PROPAGATION", "Access", "Deriver", "Val"]

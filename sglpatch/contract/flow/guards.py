@@ -16,6 +16,7 @@ from sglpatch.contract.index.classes import ClassRef
 from sglpatch.contract.parse.outline import dotted
 from sglpatch.contract.parse.tree import Module
 
+
 class GuardFacts:
     """Mixin of ``_Walker``: facts from tests (``self.known``: member -> guard)."""
 

@@ -19,8 +19,8 @@ from dataclasses import replace
 
 from sglpatch.contract.flow.access import Access
 from sglpatch.contract.flow.context import Driver
-from sglpatch.contract.index.classes import ClassRef
 from sglpatch.contract.flow.none_visit import Taint, Visit, _is_none, _own_nodes, _union
+from sglpatch.contract.index.classes import ClassRef
 from sglpatch.contract.parse.tree import MODELS, SRT, Module
 
 _PROBE_GUARDS = ("hasattr", "getattr-default")
@@ -99,7 +99,7 @@ class NoneFlow:
             if mod is not None:
                 self._enqueue_functions(mod, name)
 
-    def consumed(self, taint: Taint, node, visit: "Visit") -> None:
+    def consumed(self, taint: Taint, node, visit: Visit) -> None:
         for probe, hops in taint:
             sink = replace(probe, guard="asserted", path=visit.mod.relpath, line=node.lineno,
                            col=node.col_offset, function=visit.info.qualname,

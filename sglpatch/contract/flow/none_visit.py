@@ -12,8 +12,8 @@ from typing import Protocol, cast
 from sglpatch.contract.flow.access import Access, _call_name, _features_of
 from sglpatch.contract.flow.context import Driver
 from sglpatch.contract.flow.guards import _exits
+from sglpatch.contract.flow.walker import _getattr_none_default, _Walker
 from sglpatch.contract.parse.outline import dotted
-from sglpatch.contract.flow.walker import _Walker, _getattr_none_default
 
 # One source of a possibly-None value: the probe access and the hops its None took so far.
 Taint = tuple[tuple[Access, tuple[str, ...]], ...]

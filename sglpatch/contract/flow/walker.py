@@ -10,7 +10,20 @@ from __future__ import annotations
 
 import ast
 
-from sglpatch.contract.flow.access import GETTER, _ATTR_ROOTS, _DRAFT_RUNNER_NAME, _EVENT_NAMES, _FOLLOWED, _NAME_ROOTS, Access, FuncInfo, Val, _call_name, _const_str, _features_of
+from sglpatch.contract.flow.access import (
+    _ATTR_ROOTS,
+    _DRAFT_RUNNER_NAME,
+    _EVENT_NAMES,
+    _FOLLOWED,
+    _NAME_ROOTS,
+    GETTER,
+    Access,
+    FuncInfo,
+    Val,
+    _call_name,
+    _const_str,
+    _features_of,
+)
 from sglpatch.contract.flow.calls import CallGraph
 from sglpatch.contract.flow.context import Driver
 from sglpatch.contract.flow.guards import GuardFacts, _after_exit, _exits, _handler_guards
@@ -293,7 +306,7 @@ class _Walker(GuardFacts, CallGraph):
             return
         if isinstance(e, ast.BoolOp):
             saved = dict(self.known)
-            for i, v in enumerate(e.values):
+            for v in e.values:
                 self.expr(v)
                 p, n = self.facts(v)
                 self.known.update(p if isinstance(e.op, ast.And) else n)

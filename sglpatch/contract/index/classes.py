@@ -9,13 +9,22 @@ from __future__ import annotations
 import re
 from typing import cast
 
-from sglpatch.contract.parse.external import CLOSED_BASES, EMPTY_BASES, NN_MODULE_BASES, NN_MODULE_MEMBERS, OBJECT_MEMBERS, PLAIN_CLASS_DECORATORS, PRETRAINED_MODEL_BASES, PRETRAINED_MODEL_MEMBERS
 from sglpatch.contract.index.getattr_forward import getattr_paths
 from sglpatch.contract.index.loader import loader_set_attributes
+from sglpatch.contract.index.wrappers import Wrappers
+from sglpatch.contract.parse.external import (
+    CLOSED_BASES,
+    EMPTY_BASES,
+    NN_MODULE_BASES,
+    NN_MODULE_MEMBERS,
+    OBJECT_MEMBERS,
+    PLAIN_CLASS_DECORATORS,
+    PRETRAINED_MODEL_BASES,
+    PRETRAINED_MODEL_MEMBERS,
+)
 from sglpatch.contract.parse.outline import ClassOutline, Member
 from sglpatch.contract.parse.refs import ClassRef, External, Lookup
 from sglpatch.contract.parse.tree import MODELS, SRT, Module, SourceTree, Symbol
-from sglpatch.contract.index.wrappers import Wrappers
 
 __all__ = ["ClassIndex", "ClassRef", "External", "Lookup"]  # the types live in refs.py
 

@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from typing import cast
 
 from sglpatch.contract.interp.evaluate import Evaluator
+from sglpatch.contract.interp.values import UNKNOWN, PathRaises, Raised, is_none
 from sglpatch.contract.parse.outline import Member, dotted
 from sglpatch.contract.parse.refs import ClassRef
 from sglpatch.contract.parse.tree import Module, SourceTree
-from sglpatch.contract.interp.values import UNKNOWN, PathRaises, Raised, is_none
 
 _NO_ATTR = ("__getattr__", "__getattribute__")
 

@@ -14,12 +14,26 @@ global names and a hook for calls; anything else is UNKNOWN. Loops run zero time
 from __future__ import annotations
 
 import ast
-from typing import Callable, cast
+from collections.abc import Callable
+from typing import cast
 
 from sglpatch.contract.interp.expressions import Expressions
+from sglpatch.contract.interp.values import (
+    UNKNOWN,
+    End,
+    PathRaises,
+    Raised,
+    State,
+    _binop,
+    _same,
+    exc_matches,
+    is_none,
+    merged_attrs,
+    none_use,
+    truth,
+)
 from sglpatch.contract.parse.outline import bound_names, dotted, top_statements
 from sglpatch.contract.parse.tree import Module, SourceTree
-from sglpatch.contract.interp.values import UNKNOWN, End, PathRaises, Raised, State, _binop, _same, exc_matches, is_none, merged_attrs, none_use, truth
 
 CallHook = Callable[["Evaluator", ast.Call, str, list, dict, State], object]
 # The paths a block leaves: each state with how it left (None: it falls through), e.g. ("return", v, line).

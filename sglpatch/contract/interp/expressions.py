@@ -10,8 +10,24 @@ import operator
 from collections.abc import Callable
 from typing import Any, cast
 
+from sglpatch.contract.interp.values import (
+    _COMPARE,
+    _CONCRETE,
+    UNKNOWN,
+    Missing,
+    PathRaises,
+    Raised,
+    State,
+    _binop,
+    _contains,
+    _hashable,
+    _is_hashable,
+    _same,
+    is_none,
+    none_use,
+    truth,
+)
 from sglpatch.contract.parse.outline import dotted
-from sglpatch.contract.interp.values import _COMPARE, _CONCRETE, UNKNOWN, Missing, PathRaises, Raised, State, _binop, _contains, _hashable, _is_hashable, _same, is_none, none_use, truth
 
 
 class Expressions:

@@ -46,7 +46,7 @@ class State:
     branches: list = field(default_factory=list)  # (line, taken, len(calls)) of each `if` decided
     handling: Raised | None = None  # the exception an `except` block is handling
 
-    def fork(self) -> "State":
+    def fork(self) -> State:
         return State(dict(self.env), dict(self.attrs), list(self.calls), list(self.branches),
                      self.handling)
 
@@ -68,7 +68,7 @@ class PathRaises(Exception):
         self.raised = raised
 
 
-def none_use(v, what: str, line: int) -> "PathRaises":
+def none_use(v, what: str, line: int) -> PathRaises:
     """The error for using None (or a Missing) as ``what``, naming the lookup that gave it."""
     why = f" ({v.text} at line {v.line} returned None)" if isinstance(v, Missing) else ""
     exc = "AttributeError" if what.startswith("'NoneType' object has no attribute") else "TypeError"

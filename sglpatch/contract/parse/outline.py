@@ -10,6 +10,7 @@ import ast
 from dataclasses import dataclass, field
 from typing import cast
 
+
 def parameter_names(args: ast.arguments) -> list[str]:
     """Every name a def binds from its arguments, ``*args`` and ``**kwargs`` included."""
     names = [a.arg for a in args.posonlyargs + args.args + args.kwonlyargs]

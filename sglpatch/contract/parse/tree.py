@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-from sglpatch.errors import UserError
 from sglpatch.contract.parse.outline import ModuleOutline, build_outline
+from sglpatch.errors import UserError
 
 PACKAGE = "sglang"
 SRT = "sglang.srt"
@@ -31,7 +31,7 @@ OUTLINE_VERSION = 11
 class Module:
     """A parsed module: its source, AST (lazily) and outline."""
 
-    def __init__(self, tree: "SourceTree", name: str, path: Path | str, is_package: bool):
+    def __init__(self, tree: SourceTree, name: str, path: Path | str, is_package: bool):
         self.tree = tree
         self.name = name
         self._path = path  # a str from a directory listing: a Path only when asked (thousands are listed)
@@ -245,7 +245,7 @@ class SourceTree:
 
     # ------------------------------------------------------------ name resolution
 
-    def resolve(self, module: str, name: str, _seen: set | None = None) -> "Symbol":
+    def resolve(self, module: str, name: str, _seen: set | None = None) -> Symbol:
         """What ``name`` means at the top level of ``module`` (following imports and aliases)."""
         seen = _seen if _seen is not None else set()
         key = (module, name)
@@ -290,7 +290,7 @@ class SourceTree:
             return Symbol("external", "builtins", name)
         return Symbol("unknown", module, name)
 
-    def resolve_dotted(self, module: str, expr: str, _seen: set | None = None) -> "Symbol":
+    def resolve_dotted(self, module: str, expr: str, _seen: set | None = None) -> Symbol:
         """Resolve ``a.b.C`` as written in ``module`` (or an absolute ``sglang.x.y.C``)."""
         seen = _seen if _seen is not None else set()
         head, *rest = expr.split(".")

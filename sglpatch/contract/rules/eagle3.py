@@ -26,10 +26,9 @@ from dataclasses import dataclass
 
 from sglpatch.contract.flow.derive import Access
 from sglpatch.contract.parse.outline import top_statements
-from sglpatch.contract.rules.terms import Contract, ContractItem
 from sglpatch.contract.parse.tree import SRT, SourceTree
+from sglpatch.contract.rules.terms import Contract, ContractItem
 from sglpatch.contract.rules.verdicts import MemberStatus, ModelReport
-
 
 PATH = "eagle3"
 MODEL_CONFIG = f"{SRT}.configs.model_config"

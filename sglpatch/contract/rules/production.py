@@ -16,9 +16,8 @@ from pathlib import Path
 
 import yaml
 
-from sglpatch.contract.rules.terms import ContractItem
 from sglpatch.contract.parse.tree import Module, SourceTree
-
+from sglpatch.contract.rules.terms import ContractItem
 
 LAUNCH_FILE = Path("deploy") / "compose" / "compose.yaml"
 
@@ -53,7 +52,7 @@ class Launch:
     features: frozenset[str]  # the feature paths it takes ("core" always)
     tp: int
 
-    def takes(self, item: "ContractItem") -> bool:
+    def takes(self, item: ContractItem) -> bool:
         """A member is on the production path when one site that needs it has only features the
         launch takes (a site under ``eplb`` and ``eagle3`` needs both)."""
         sites = item.required_sites or item.sites

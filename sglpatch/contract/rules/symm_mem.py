@@ -32,9 +32,9 @@ from typing import cast
 
 from sglpatch.contract.interp.evaluate import Evaluator, ModuleGlobals
 from sglpatch.contract.interp.values import UNKNOWN, End, PathRaises, Raised, State, merged_attrs
-from sglpatch.contract.rules.gates import GateResult
 from sglpatch.contract.parse.outline import top_statements
 from sglpatch.contract.parse.tree import Module, SourceTree
+from sglpatch.contract.rules.gates import GateResult
 
 SYMM_MODULE = "sglang.srt.distributed.device_communicators.torch_symm_mem"
 SYMM_CLASS = "TorchSymmMemCommunicator"

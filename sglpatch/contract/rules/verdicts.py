@@ -10,6 +10,7 @@ from sglpatch.contract.index.classes import ClassIndex, ClassRef, Lookup
 from sglpatch.contract.index.forwards import inner_reads
 from sglpatch.contract.rules.terms import Contract, ContractItem
 
+
 @dataclass
 class MemberStatus:
     item: ContractItem

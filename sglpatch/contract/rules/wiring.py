@@ -22,8 +22,8 @@ import ast
 import re
 from dataclasses import dataclass, field
 
-from sglpatch.contract.index.classes import ClassRef
 from sglpatch.contract.flow.derive import Deriver
+from sglpatch.contract.index.classes import ClassRef
 
 CAPTURE = "set_eagle3_layers_to_capture"
 # Calls that run the model for warmup or CUDA-graph capture (by name of the function, method or

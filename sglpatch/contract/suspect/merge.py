@@ -43,11 +43,11 @@ import re
 from collections import Counter
 from pathlib import Path
 
-from sglpatch.contract.index.classes import ClassIndex
 from sglpatch.contract.core import Analysis
+from sglpatch.contract.index.classes import ClassIndex
+from sglpatch.contract.parse.tree import SourceTree
 from sglpatch.contract.suspect.model import Suspect, _Call
 from sglpatch.contract.suspect.scan import Scan
-from sglpatch.contract.parse.tree import SourceTree
 
 __all__ = ["Suspect", "added_lines", "find_suspects"]
 

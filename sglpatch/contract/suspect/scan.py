@@ -11,12 +11,12 @@ import re
 from dataclasses import replace
 from typing import cast
 
-from sglpatch.contract.index.classes import ClassRef
 from sglpatch.contract.flow.guards import caught as guard_caught
+from sglpatch.contract.index.classes import ClassRef
 from sglpatch.contract.parse.outline import ClassOutline, absolute_module, dotted, parameter_names, self_parameter
+from sglpatch.contract.parse.tree import PACKAGE, Module
 from sglpatch.contract.suspect.calls import CallChecks
 from sglpatch.contract.suspect.model import Run, Suspect, View, _Call, _Scope
-from sglpatch.contract.parse.tree import PACKAGE, Module
 
 
 class Scan(CallChecks):
