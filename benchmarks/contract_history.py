@@ -124,42 +124,55 @@ def evaluate(snaps: list[Snapshot]) -> list[dict]:
     rows = []
     seen: set[tuple[str, str]] = set()
     for i, snap in enumerate(snaps):
-        later = snaps[i + 1:]
+        later = snaps[i + 1 :]
         gaps = [(w, m) for w, members in snap.verdicts.items() for m, v in members.items() if v in ("gap", "broken")]
         fates = {(w, m): gap_fate(w, m, later) for w, m in gaps}
         new = [g for g in gaps if g not in seen]  # first reported at this release
         seen.update(gaps)
         added = additions(snap, later[0]) if later else []
-        rows.append({
-            "version": snap.version, "seconds": round(snap.seconds, 2), "wrappers": len(snap.verdicts),
-            "gaps": len(gaps), "fates": dict(Counter(f for f, _ in fates.values())),
-            "new_gaps": len(new), "new_fates": dict(Counter(fates[g][0] for g in new)),
-            "open": sorted(f"{w}.{m}" for (w, m), (f, _) in fates.items() if f == "open"),
-            "confirmed": sorted(f"{w}.{m} ({f} in {r})" for (w, m), (f, r) in fates.items()
-                                if f in ("added", "guarded", "unused")),
-            "added_next": len(added),
-            "new_features": sorted(f"{w}.{m}" for w, m, was in added if was == NEW_FEATURE),
-            "flagged": sum(1 for *_, was in added if was in FLAGGED),
-            "listed": sum(1 for *_, was in added if was in LISTED),
-            "missed": sorted(f"{w}.{m} ({was})" for w, m, was in added if was not in FLAGGED + (NEW_FEATURE,)),
-            "duplicates": snap.duplicates,
-        })
+        rows.append(
+            {
+                "version": snap.version,
+                "seconds": round(snap.seconds, 2),
+                "wrappers": len(snap.verdicts),
+                "gaps": len(gaps),
+                "fates": dict(Counter(f for f, _ in fates.values())),
+                "new_gaps": len(new),
+                "new_fates": dict(Counter(fates[g][0] for g in new)),
+                "open": sorted(f"{w}.{m}" for (w, m), (f, _) in fates.items() if f == "open"),
+                "confirmed": sorted(
+                    f"{w}.{m} ({f} in {r})" for (w, m), (f, r) in fates.items() if f in ("added", "guarded", "unused")
+                ),
+                "added_next": len(added),
+                "new_features": sorted(f"{w}.{m}" for w, m, was in added if was == NEW_FEATURE),
+                "flagged": sum(1 for *_, was in added if was in FLAGGED),
+                "listed": sum(1 for *_, was in added if was in LISTED),
+                "missed": sorted(f"{w}.{m} ({was})" for w, m, was in added if was not in FLAGGED + (NEW_FEATURE,)),
+                "duplicates": snap.duplicates,
+            }
+        )
     return rows
 
 
 def print_table(rows: list[dict], show_misses: bool, show_open: bool) -> None:
-    print("gaps at each release by what upstream did later (added the member, guarded or dropped every "
-          "call site,\nremoved the class, still open at the newest); members upstream added by the next "
-          "release, flagged here\n(a failure) or only listed (optional), missed, and new features (the inner model "
-          "lacked the member too)")
-    print(f"{'release':<13} {'s':>5} {'wrap':>5} {'gaps':>5} {'added':>6} {'guard':>6} {'unused':>6} "
-          f"{'remov':>6} {'open':>5} | {'next+':>5} {'flag':>5} {'list':>5} {'miss':>5} {'new':>4}")
+    print(
+        "gaps at each release by what upstream did later (added the member, guarded or dropped every "
+        "call site,\nremoved the class, still open at the newest); members upstream added by the next "
+        "release, flagged here\n(a failure) or only listed (optional), missed, and new features (the inner model "
+        "lacked the member too)"
+    )
+    print(
+        f"{'release':<13} {'s':>5} {'wrap':>5} {'gaps':>5} {'added':>6} {'guard':>6} {'unused':>6} "
+        f"{'remov':>6} {'open':>5} | {'next+':>5} {'flag':>5} {'list':>5} {'miss':>5} {'new':>4}"
+    )
     for r in rows:
         f = r["fates"]
-        print(f"{r['version']:<13} {r['seconds']:>5.1f} {r['wrappers']:>5} {r['gaps']:>5} "
-              f"{f.get('added', 0):>6} {f.get('guarded', 0):>6} {f.get('unused', 0):>6} "
-              f"{f.get('removed', 0):>6} {f.get('open', 0):>5} | {r['added_next']:>5} {r['flagged']:>5} "
-              f"{r['listed']:>5} {len(r['missed']):>5} {len(r['new_features']):>4}")
+        print(
+            f"{r['version']:<13} {r['seconds']:>5.1f} {r['wrappers']:>5} {r['gaps']:>5} "
+            f"{f.get('added', 0):>6} {f.get('guarded', 0):>6} {f.get('unused', 0):>6} "
+            f"{f.get('removed', 0):>6} {f.get('open', 0):>5} | {r['added_next']:>5} {r['flagged']:>5} "
+            f"{r['listed']:>5} {len(r['missed']):>5} {len(r['new_features']):>4}"
+        )
         if show_misses:
             for miss in r["missed"]:
                 print(f"    missed: {miss}")
@@ -178,14 +191,19 @@ def summary(rows: list[dict]) -> dict:
     for r in rows:
         fates.update(r["new_fates"])
     slowest = max((r["seconds"] for r in rows), default=0.0)
-    return {"distinct_gaps": sum(fates.values()), "fates": dict(fates),
-            "confirmed": sum(fates[k] for k in ("added", "guarded", "unused")),
-            "additions": additions_total, "new_features": new_features, "flagged": flagged,
-            "listed": sum(r["listed"] for r in rows),
-            "recall": flagged / additions_total if additions_total else None,
-            "slowest_seconds": slowest,
-            "recall_met": additions_total == 0 or flagged / additions_total >= RECALL_TARGET,
-            "seconds_met": slowest < SECONDS_TARGET}
+    return {
+        "distinct_gaps": sum(fates.values()),
+        "fates": dict(fates),
+        "confirmed": sum(fates[k] for k in ("added", "guarded", "unused")),
+        "additions": additions_total,
+        "new_features": new_features,
+        "flagged": flagged,
+        "listed": sum(r["listed"] for r in rows),
+        "recall": flagged / additions_total if additions_total else None,
+        "slowest_seconds": slowest,
+        "recall_met": additions_total == 0 or flagged / additions_total >= RECALL_TARGET,
+        "seconds_met": slowest < SECONDS_TARGET,
+    }
 
 
 def main() -> int:
@@ -198,31 +216,44 @@ def main() -> int:
     parser.add_argument("--show-open", action="store_true", help="list each gap never confirmed")
     args = parser.parse_args()
     first = Version(args.first or read_pin(ROOT).version)
-    versions = [v for v in source.released_versions() if Version(v) >= first
-                and (args.include_post or Version(v).post is None)
-                and (not args.to or Version(v) <= Version(args.to))]
+    versions = [
+        v
+        for v in source.released_versions()
+        if Version(v) >= first
+        and (args.include_post or Version(v).post is None)
+        and (not args.to or Version(v) <= Version(args.to))
+    ]
     print(f"{len(versions)} releases: {', '.join(versions)}", flush=True)
     snaps = []
     for v in versions:
         snaps.append(snapshot(v))
-        print(f"  checked {v}: {len(snaps[-1].verdicts)} wrappers in {snaps[-1].seconds:.1f} s",
-              file=sys.stderr, flush=True)
+        print(
+            f"  checked {v}: {len(snaps[-1].verdicts)} wrappers in {snaps[-1].seconds:.1f} s",
+            file=sys.stderr,
+            flush=True,
+        )
     rows = evaluate(snaps)
     print_table(rows, args.show_misses, args.show_open)
     s = summary(rows)
     recall = "n/a" if s["recall"] is None else f"{s['recall']:.1%}"
     f = s["fates"]
     listed = "n/a" if not s["additions"] else f"{s['listed'] / s['additions']:.1%}"
-    print(f"\ndistinct gaps {s['distinct_gaps']}: confirmed later {s['confirmed']} (added {f.get('added', 0)}, "
-          f"guarded {f.get('guarded', 0)}, unused {f.get('unused', 0)}), class removed {f.get('removed', 0)}, "
-          f"still open {f.get('open', 0)}")
-    print(f"upstream additions {s['additions'] + s['new_features']}: {s['new_features']} new features (no class "
-          f"had the member), {s['additions']} to flag")
-    print(f"of those {s['additions']}: flagged the release before {s['flagged']}, recall {recall} "
-          f"(target {RECALL_TARGET:.0%}: {'met' if s['recall_met'] else 'NOT met'}); listed at all {listed}; "
-          f"slowest check "
-          f"{s['slowest_seconds']:.1f} s (target {SECONDS_TARGET:.0f} s: "
-          f"{'met' if s['seconds_met'] else 'NOT met'})")
+    print(
+        f"\ndistinct gaps {s['distinct_gaps']}: confirmed later {s['confirmed']} (added {f.get('added', 0)}, "
+        f"guarded {f.get('guarded', 0)}, unused {f.get('unused', 0)}), class removed {f.get('removed', 0)}, "
+        f"still open {f.get('open', 0)}"
+    )
+    print(
+        f"upstream additions {s['additions'] + s['new_features']}: {s['new_features']} new features (no class "
+        f"had the member), {s['additions']} to flag"
+    )
+    print(
+        f"of those {s['additions']}: flagged the release before {s['flagged']}, recall {recall} "
+        f"(target {RECALL_TARGET:.0%}: {'met' if s['recall_met'] else 'NOT met'}); listed at all {listed}; "
+        f"slowest check "
+        f"{s['slowest_seconds']:.1f} s (target {SECONDS_TARGET:.0f} s: "
+        f"{'met' if s['seconds_met'] else 'NOT met'})"
+    )
     if args.json:
         Path(args.json).write_text(json.dumps({"rows": rows, "summary": s}, indent=2))
     return 0 if s["recall_met"] and s["seconds_met"] else 1

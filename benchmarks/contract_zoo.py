@@ -49,8 +49,9 @@ print(json.dumps({"seconds": seconds, "cpu": cpu, "peak_mib": rss / 1024, "versi
 
 def run(tree: Path, mode: str, cache_home: Path) -> dict:
     env = dict(os.environ, SGLPATCH_CACHE=str(cache_home))
-    out = subprocess.run([sys.executable, "-c", CHILD, str(ROOT), str(tree), mode],
-                         capture_output=True, text=True, env=env, check=False)
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, str(ROOT), str(tree), mode], capture_output=True, text=True, env=env, check=False
+    )
     if out.returncode != 0:
         raise SystemExit(f"check failed on {tree}:\n{out.stderr}")
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -66,9 +67,11 @@ def main() -> int:
     if not versions and not trees:
         from sglpatch.upstream import source
         from sglpatch.upstream.pin import read_pin
+
         versions = [read_pin(ROOT).version, source.released_versions()[-1]]
     if versions:
         from sglpatch.upstream import source
+
         for v in versions:
             trees.append((v, source.pristine_tree(v)))
     print(f"{'tree':<10} {'run':<5} {'seconds':>8} {'cpu s':>6} {'peak MiB':>9}  found")
@@ -80,14 +83,17 @@ def main() -> int:
             run(tree, "warm", home)  # fills the outline cache
             warm = run(tree, "warm", home)
         r = cold
-        found = (f"{r['members']} members ({r['required']} required), {r['wrappers']} wrappers, "
-                 f"{r['with_gaps']} with gaps ({r['gaps']} gaps); KimiK25 gaps: "
-                 f"{', '.join(r['kimi_gaps']) or 'none'}; wiring {'ok' if r['wiring'] else 'FAIL'}"
-                 + (f"; PROBLEMS: {r['problems']}" if r["problems"] else ""))
+        found = (
+            f"{r['members']} members ({r['required']} required), {r['wrappers']} wrappers, "
+            f"{r['with_gaps']} with gaps ({r['gaps']} gaps); KimiK25 gaps: "
+            f"{', '.join(r['kimi_gaps']) or 'none'}; wiring {'ok' if r['wiring'] else 'FAIL'}"
+            + (f"; PROBLEMS: {r['problems']}" if r["problems"] else "")
+        )
         name = r["version"] or label
         print(f"{name:<10} {'cold':<5} {cold['seconds']:>8.2f} {cold['cpu']:>6.1f} {cold['peak_mib']:>9.0f}  {found}")
-        print(f"{name:<10} {'warm':<5} {warm['seconds']:>8.2f} {warm['cpu']:>6.1f} {warm['peak_mib']:>9.0f}",
-              flush=True)
+        print(
+            f"{name:<10} {'warm':<5} {warm['seconds']:>8.2f} {warm['cpu']:>6.1f} {warm['peak_mib']:>9.0f}", flush=True
+        )
     return 0
 
 

@@ -57,8 +57,12 @@ class Config:
     fusion: bool
 
 
-CONFIGS = [Config("baseline", False, False), Config("baseline+fusion", False, True),
-           Config("eagle3", True, False), Config("eagle3+fusion", True, True)]
+CONFIGS = [
+    Config("baseline", False, False),
+    Config("baseline+fusion", False, True),
+    Config("eagle3", True, False),
+    Config("eagle3+fusion", True, True),
+]
 
 
 @dataclass
@@ -77,13 +81,18 @@ class Result:
 
 # ---------------------------------------------------------------- environment
 
+
 def gpus() -> list[str]:
     """`name, compute capability` of each visible NVIDIA GPU; empty without driver or GPUs."""
     if shutil.which("nvidia-smi") is None:
         return []
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=name,compute_cap", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=60)
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name,compute_cap", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return []
     return [line.strip() for line in out.stdout.splitlines() if line.strip()] if out.returncode == 0 else []
@@ -92,8 +101,10 @@ def gpus() -> list[str]:
 def require_gpus(tp: int) -> list[str]:
     found = gpus()
     if not found:
-        _fail(f"no NVIDIA GPU here (nvidia-smi missing or lists none); this benchmark needs {tp} "
-              f"GPUs: run it on the GPU host, e.g. inside the image")
+        _fail(
+            f"no NVIDIA GPU here (nvidia-smi missing or lists none); this benchmark needs {tp} "
+            f"GPUs: run it on the GPU host, e.g. inside the image"
+        )
     if len(found) < tp:
         _fail(f"{len(found)} GPU(s) visible ({'; '.join(found)}), --tp {tp} needs {tp}")
     if importlib.util.find_spec("sglang") is None:
@@ -114,14 +125,37 @@ def free_port() -> int:
 
 # ---------------------------------------------------------------- one server
 
+
 def server_command(args, config: Config, port: int) -> list[str]:
-    cmd = [sys.executable, "-m", "sglang.launch_server", "--model-path", args.model,
-           "--tp-size", str(args.tp), "--trust-remote-code", "--host", "127.0.0.1", "--port", str(port),
-           "--mem-fraction-static", str(args.mem_fraction_static)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "sglang.launch_server",
+        "--model-path",
+        args.model,
+        "--tp-size",
+        str(args.tp),
+        "--trust-remote-code",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--mem-fraction-static",
+        str(args.mem_fraction_static),
+    ]
     if config.eagle3:
-        cmd += ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", args.draft,
-                "--speculative-num-steps", str(args.steps), "--speculative-eagle-topk", str(args.topk),
-                "--speculative-num-draft-tokens", str(args.draft_tokens)]
+        cmd += [
+            "--speculative-algorithm",
+            "EAGLE3",
+            "--speculative-draft-model-path",
+            args.draft,
+            "--speculative-num-steps",
+            str(args.steps),
+            "--speculative-eagle-topk",
+            str(args.topk),
+            "--speculative-num-draft-tokens",
+            str(args.draft_tokens),
+        ]
     if config.fusion:
         cmd.append("--enable-flashinfer-allreduce-fusion")
     return cmd + args.extra
@@ -160,13 +194,20 @@ def stop(proc: subprocess.Popen) -> None:
 
 def decode_rate(url: str, model: str, prompt: str, max_new_tokens: int) -> float:
     """Tokens after the first one per second of streaming, for one greedy chat completion."""
-    body = json.dumps({
-        "model": model, "messages": [{"role": "user", "content": prompt}], "stream": True,
-        "temperature": 0, "max_tokens": max_new_tokens, "ignore_eos": True,
-        "stream_options": {"include_usage": True},
-    }).encode()
-    request = urllib.request.Request(f"{url}/v1/chat/completions", data=body,
-                                     headers={"Content-Type": "application/json"})
+    body = json.dumps(
+        {
+            "model": model,
+            "messages": [{"role": "user", "content": prompt}],
+            "stream": True,
+            "temperature": 0,
+            "max_tokens": max_new_tokens,
+            "ignore_eos": True,
+            "stream_options": {"include_usage": True},
+        }
+    ).encode()
+    request = urllib.request.Request(
+        f"{url}/v1/chat/completions", data=body, headers={"Content-Type": "application/json"}
+    )
     first = last = None
     tokens = None
     with urllib.request.urlopen(request, timeout=3600) as resp:
@@ -178,8 +219,11 @@ def decode_rate(url: str, model: str, prompt: str, max_new_tokens: int) -> float
             now = time.perf_counter()
             if chunk.get("usage"):
                 tokens = chunk["usage"].get("completion_tokens")
-            if any((c.get("delta") or {}).get(k) for c in chunk.get("choices", [])
-                   for k in ("content", "reasoning_content")):
+            if any(
+                (c.get("delta") or {}).get(k)
+                for c in chunk.get("choices", [])
+                for k in ("content", "reasoning_content")
+            ):
                 first = first or now
                 last = now
     if first is None or last is None or not tokens or tokens < 2 or last <= first:
@@ -223,10 +267,13 @@ def run_config(args, config: Config, log_dir: Path) -> Result:
 
 # ---------------------------------------------------------------- report
 
+
 def table(results: list[Result]) -> str:
     base = next((r.mean for r in results if r.config == "baseline" and r.mean), None)
-    head = f"{'config':<16} {'fusion flag':>11} {'fusion active':>13} {'decode tok/s':>12} " \
-           f"{'vs baseline':>11} {'accept len':>10} {'reference':>9}"
+    head = (
+        f"{'config':<16} {'fusion flag':>11} {'fusion active':>13} {'decode tok/s':>12} "
+        f"{'vs baseline':>11} {'accept len':>10} {'reference':>9}"
+    )
     rows = [head, "-" * len(head)]
     for r in results:
         mean = f"{r.mean:.1f}" if r.mean else "-"
@@ -234,8 +281,10 @@ def table(results: list[Result]) -> str:
         acc = f"{r.accept_length:.2f}" if r.accept_length else "-"
         ref = f"{REFERENCE[r.config]:.1f}" if r.config in REFERENCE else "-"
         active = {True: "yes", False: "no", None: "?"}[r.fusion_active]
-        rows.append(f"{r.config:<16} {('on' if r.fusion_flag else 'off'):>11} {active:>13} "
-                    f"{mean:>12} {ratio:>11} {acc:>10} {ref:>9}")
+        rows.append(
+            f"{r.config:<16} {('on' if r.fusion_flag else 'off'):>11} {active:>13} "
+            f"{mean:>12} {ratio:>11} {acc:>10} {ref:>9}"
+        )
         if r.error:
             rows.append(f"  {r.config}: FAILED: {r.error}")
     return "\n".join(rows)
@@ -250,16 +299,21 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--topk", type=int, default=1)
     p.add_argument("--draft-tokens", type=int, default=4)
     p.add_argument("--mem-fraction-static", type=float, default=0.85)
-    p.add_argument("--prompts", type=int, default=len(PROMPTS), choices=range(1, len(PROMPTS) + 1),
-                   metavar=f"1..{len(PROMPTS)}")
+    p.add_argument(
+        "--prompts", type=int, default=len(PROMPTS), choices=range(1, len(PROMPTS) + 1), metavar=f"1..{len(PROMPTS)}"
+    )
     p.add_argument("--max-new-tokens", type=int, default=512)
-    p.add_argument("--configs", default=",".join(c.name for c in CONFIGS),
-                   help="comma-separated subset of: " + ", ".join(c.name for c in CONFIGS))
+    p.add_argument(
+        "--configs",
+        default=",".join(c.name for c in CONFIGS),
+        help="comma-separated subset of: " + ", ".join(c.name for c in CONFIGS),
+    )
     p.add_argument("--startup-timeout", type=float, default=3600.0, help="seconds per server start")
     p.add_argument("--log-dir", type=Path, default=Path("gpu_eagle3_logs"))
     p.add_argument("--json", type=Path, help="also write the results here")
-    p.add_argument("extra", nargs=argparse.REMAINDER,
-                   help="after `--`: more launch_server arguments for every configuration")
+    p.add_argument(
+        "extra", nargs=argparse.REMAINDER, help="after `--`: more launch_server arguments for every configuration"
+    )
     args = p.parse_args(argv)
     args.extra = [a for a in args.extra if a != "--"]
     names = {c.name: c for c in CONFIGS}

@@ -106,6 +106,7 @@ class Run:
 
 # ---------------------------------------------------------------- corpus
 
+
 def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -121,11 +122,14 @@ def manifest_entries(manifest: Path, corpus: Path) -> list[Entry]:
             if not local.is_file():
                 raise UserError(f"{local} is missing", f"fetch it from {f['url']} (sha256 {f['sha256']})")
             if sha256(local) != f["sha256"]:
-                raise UserError(f"{local} has sha256 {sha256(local)}, the manifest says {f['sha256']}",
-                                f"fetch the file named in {manifest.name}: {f['url']}")
+                raise UserError(
+                    f"{local} has sha256 {sha256(local)}, the manifest says {f['sha256']}",
+                    f"fetch the file named in {manifest.name}: {f['url']}",
+                )
             files.append(local)
-        entries.append(Entry(item["id"], item["base"], list(item["onto"]), files,
-                             f"{item['repository']} @ {item['commit'][:12]}"))
+        entries.append(
+            Entry(item["id"], item["base"], list(item["onto"]), files, f"{item['repository']} @ {item['commit'][:12]}")
+        )
     return entries
 
 
@@ -148,6 +152,7 @@ def count_hunks(path: Path) -> int:
 
 # ---------------------------------------------------------------- timing hooks
 
+
 class Timer:
     """Times the per-patch steps of a dry run (the tool's own functions, wrapped in-process)."""
 
@@ -163,10 +168,12 @@ class Timer:
                 return function(*args, **kwargs)
             finally:
                 self.seconds += time.perf_counter() - began
+
         return timed
 
 
 # ---------------------------------------------------------------- one dry run
+
 
 def scratch_project(tmp: Path) -> Path:
     """A throwaway repository with our production pin: enough for `lines --add --bare`."""
@@ -184,8 +191,7 @@ def quiet():
     return contextlib.redirect_stderr(io.StringIO())
 
 
-def run_entry(project: Path, entry: Entry, number: int, timer: Timer, verbose: bool,
-              split: bool = False) -> list[Run]:
+def run_entry(project: Path, entry: Entry, number: int, timer: Timer, verbose: bool, split: bool = False) -> list[Run]:
     runs = []
     with quiet():
         line = add_line(project, f"corpus-{number}", "production", bare=True, release=entry.base)
@@ -242,18 +248,23 @@ def tally(run: Run, patch: dict, hunks_in_file: int) -> None:
 
 # ---------------------------------------------------------------- report
 
+
 def table(runs: list[Run], entries: list[Entry]) -> str:
-    out = [f"{'entry':<26} {'onto':<13} {'patches':>7} {'hunks':>6} {'carried':>8} {'share':>6} "
-           f"{'confl':>6} {'susp':>5} {'find':>5} {'mv/del':>7} {'seconds':>8} {'per patch':>10}  verdicts"]
+    out = [
+        f"{'entry':<26} {'onto':<13} {'patches':>7} {'hunks':>6} {'carried':>8} {'share':>6} "
+        f"{'confl':>6} {'susp':>5} {'find':>5} {'mv/del':>7} {'seconds':>8} {'per patch':>10}  verdicts"
+    ]
     for r in runs:
         if r.error:
             out.append(f"{r.entry:<26} {r.onto:<13} error: {r.error}")
             continue
         verdicts = ", ".join(f"{n} {v}" for v, n in sorted(r.verdicts.items()))
-        out.append(f"{r.entry:<26} {r.onto:<13} {r.patches:>7} {r.hunks:>6} {r.carried:>8} {r.share:>6.0%} "
-                   f"{r.conflict:>6} {r.suspect:>5} {r.suspect_findings:>5} "
-                   f"{f'{r.moved_files}/{r.deleted_files}':>7} {r.seconds:>8.1f} "
-                   f"{r.patch_seconds / max(r.patches, 1):>10.2f}  {verdicts}")
+        out.append(
+            f"{r.entry:<26} {r.onto:<13} {r.patches:>7} {r.hunks:>6} {r.carried:>8} {r.share:>6.0%} "
+            f"{r.conflict:>6} {r.suspect:>5} {r.suspect_findings:>5} "
+            f"{f'{r.moved_files}/{r.deleted_files}':>7} {r.seconds:>8.1f} "
+            f"{r.patch_seconds / max(r.patches, 1):>10.2f}  {verdicts}"
+        )
     for e in entries:
         if not e.onto:
             out.append(f"{e.id:<26} {'-':<13} (on SGLang {e.base}: no later release to rebase onto)")
@@ -262,17 +273,19 @@ def table(runs: list[Run], entries: list[Entry]) -> str:
         hunks, carried = sum(r.hunks for r in ok), sum(r.carried for r in ok)
         patches = sum(r.patches for r in ok)
         share = [r.share for r in ok]
-        out += ["",
-                f"total: {len(ok)} rebases of {len({r.entry for r in ok})} entries, {patches} patch replays, "
-                f"{hunks} hunks: {carried} carried automatically ({carried / max(hunks, 1):.0%}; per rebase "
-                f"{min(share):.0%} to {max(share):.0%}), {sum(r.conflict for r in ok)} conflict, "
-                f"{sum(r.suspect for r in ok)} suspect hunks ({sum(r.suspect_findings for r in ok)} findings), "
-                f"{sum(r.deleted for r in ok)} in deleted files; "
-                f"{sum(r.moved_files for r in ok)} files followed to a new path",
-                f"time: {sum(r.seconds for r in ok):.1f} s wall; per rebase median "
-                f"{sorted(r.seconds for r in ok)[len(ok) // 2]:.1f} s; per patch (replay + verdicts + "
-                f"suspect check) {sum(r.patch_seconds for r in ok) / max(patches, 1):.2f} s mean, "
-                f"{max(r.patch_seconds / max(r.patches, 1) for r in ok):.2f} s worst rebase"]
+        out += [
+            "",
+            f"total: {len(ok)} rebases of {len({r.entry for r in ok})} entries, {patches} patch replays, "
+            f"{hunks} hunks: {carried} carried automatically ({carried / max(hunks, 1):.0%}; per rebase "
+            f"{min(share):.0%} to {max(share):.0%}), {sum(r.conflict for r in ok)} conflict, "
+            f"{sum(r.suspect for r in ok)} suspect hunks ({sum(r.suspect_findings for r in ok)} findings), "
+            f"{sum(r.deleted for r in ok)} in deleted files; "
+            f"{sum(r.moved_files for r in ok)} files followed to a new path",
+            f"time: {sum(r.seconds for r in ok):.1f} s wall; per rebase median "
+            f"{sorted(r.seconds for r in ok)[len(ok) // 2]:.1f} s; per patch (replay + verdicts + "
+            f"suspect check) {sum(r.patch_seconds for r in ok) / max(patches, 1):.2f} s mean, "
+            f"{max(r.patch_seconds / max(r.patches, 1) for r in ok):.2f} s worst rebase",
+        ]
     findings = [(r, f) for r in ok for f in r.findings]
     if findings:
         out += ["", "suspect findings (sample):"]
@@ -289,9 +302,12 @@ def main() -> int:
     ap.add_argument("--only", action="append", help="run only this entry id (repeatable)")
     ap.add_argument("--onto", action="append", help="target release (repeatable; replaces the entries' own)")
     ap.add_argument("--json", action="store_true", help="print the figures as JSON")
-    ap.add_argument("--split", action="store_true",
-                    help="import one patch per file (`import --split`): a file that merges is then checked for "
-                         "suspects even when another file of the same patch conflicts")
+    ap.add_argument(
+        "--split",
+        action="store_true",
+        help="import one patch per file (`import --split`): a file that merges is then checked for "
+        "suspects even when another file of the same patch conflicts",
+    )
     ap.add_argument("--verbose", action="store_true", help="also print each dry run's report on stderr")
     args = ap.parse_args()
     try:
@@ -302,8 +318,10 @@ def main() -> int:
     if args.only:
         unknown = sorted(set(args.only) - {e.id for e in entries})
         if unknown:
-            print(f"error: no corpus entry {', '.join(unknown)}: the entries are {', '.join(e.id for e in entries)}",
-                  file=sys.stderr)
+            print(
+                f"error: no corpus entry {', '.join(unknown)}: the entries are {', '.join(e.id for e in entries)}",
+                file=sys.stderr,
+            )
             return 2
         entries = [e for e in entries if e.id in args.only]
     if args.onto and args.corpus:
@@ -311,8 +329,11 @@ def main() -> int:
             e.onto = [v for v in args.onto if Version(v) > Version(e.base)]
     if not args.json:
         for e in entries:
-            print(f"{e.id}: {len(e.files)} file(s), {sum(count_hunks(f) for f in e.files)} hunks, "
-                  f"on SGLang {e.base} -> {', '.join(e.onto) or '(none)'}; from {e.origin}", flush=True)
+            print(
+                f"{e.id}: {len(e.files)} file(s), {sum(count_hunks(f) for f in e.files)} hunks, "
+                f"on SGLang {e.base} -> {', '.join(e.onto) or '(none)'}; from {e.origin}",
+                flush=True,
+            )
         print(flush=True)
     timer = Timer()
     runs: list[Run] = []
@@ -328,13 +349,35 @@ def main() -> int:
             runs += done
             if not args.json:
                 for r in done:
-                    print(f"  {r.entry} -> {r.onto}: " + (f"error: {r.error}" if r.error else
-                          f"{r.carried}/{r.hunks} hunks carried, {r.conflict} conflict, {r.suspect} suspect, "
-                          f"{r.seconds:.1f} s"), flush=True)
+                    print(
+                        f"  {r.entry} -> {r.onto}: "
+                        + (
+                            f"error: {r.error}"
+                            if r.error
+                            else f"{r.carried}/{r.hunks} hunks carried, {r.conflict} conflict, {r.suspect} suspect, "
+                            f"{r.seconds:.1f} s"
+                        ),
+                        flush=True,
+                    )
     if args.json:
-        print(json.dumps({"entries": [{"id": e.id, "base": e.base, "onto": e.onto, "origin": e.origin,
-                                       "files": [str(f) for f in e.files]} for e in entries],
-                          "runs": [{**r.__dict__, "share": round(r.share, 4)} for r in runs]}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "entries": [
+                        {
+                            "id": e.id,
+                            "base": e.base,
+                            "onto": e.onto,
+                            "origin": e.origin,
+                            "files": [str(f) for f in e.files],
+                        }
+                        for e in entries
+                    ],
+                    "runs": [{**r.__dict__, "share": round(r.share, 4)} for r in runs],
+                },
+                indent=2,
+            )
+        )
     else:
         print("\n" + table(runs, entries))
     return 0 if all(not r.error for r in runs) else 2

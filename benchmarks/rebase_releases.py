@@ -35,9 +35,13 @@ def main() -> int:
     parser.add_argument("--include-post", action="store_true", help="also bump through .postN releases")
     args = parser.parse_args()
     start = Version(read_pin(ROOT).version)
-    releases = [v for v in source.released_versions() if Version(v) > start
-                and (args.include_post or Version(v).post is None)
-                and (not args.to or Version(v) <= Version(args.to))]
+    releases = [
+        v
+        for v in source.released_versions()
+        if Version(v) > start
+        and (args.include_post or Version(v).post is None)
+        and (not args.to or Version(v) <= Version(args.to))
+    ]
     print(f"{len(releases)} bumps from {start}: {', '.join(releases)}", flush=True)
     total = 0.0
     with tempfile.TemporaryDirectory(prefix="sglpatch-bench-") as tmp:

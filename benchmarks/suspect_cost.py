@@ -53,8 +53,12 @@ def merged_tree(base: Path, patch: Path, dst: Path) -> tuple[Path, list[str], st
             data = Path(os.readlink(path)).read_bytes()
             path.unlink()
             path.write_bytes(data)
-    proc = subprocess.run(["patch", "-p1", "-s", "-f", "--no-backup-if-mismatch", "-r", "-", "-i", str(patch)],
-                          cwd=dst, capture_output=True, text=True)
+    proc = subprocess.run(
+        ["patch", "-p1", "-s", "-f", "--no-backup-if-mismatch", "-r", "-", "-i", str(patch)],
+        cwd=dst,
+        capture_output=True,
+        text=True,
+    )
     applied = "clean" if proc.returncode == 0 else "partial"
     return dst, [f for f in files if (dst / f).is_file()], applied
 
@@ -83,14 +87,18 @@ def main() -> int:
                 found = find_suspects(old, new, merged, files)
                 seconds = time.perf_counter() - t0
                 times.append(seconds)
-                print(f"{version:<9} {patch.name[:58]:<58} {applied:<8} {len(files):>5} {added:>6} "
-                      f"{len(found):>5} {seconds:>8.2f}")
+                print(
+                    f"{version:<9} {patch.name[:58]:<58} {applied:<8} {len(files):>5} {added:>6} "
+                    f"{len(found):>5} {seconds:>8.2f}"
+                )
                 for s in found:
                     print(f"          {s}")
                 shutil.rmtree(merged)
     times.sort()
-    print(f"per patch: median {times[len(times) // 2]:.2f} s, max {times[-1]:.2f} s, "
-          f"total {sum(times):.2f} s over {len(times)} runs")
+    print(
+        f"per patch: median {times[len(times) // 2]:.2f} s, max {times[-1]:.2f} s, "
+        f"total {sum(times):.2f} s over {len(times)} runs"
+    )
     return 0
 
 

@@ -32,32 +32,40 @@ def _configured() -> tuple[Path, str]:
     try:
         home = Path.home()
     except RuntimeError:
-        raise UserError("cannot find the home directory to put the cache in",
-                        "set SGLPATCH_CACHE to a directory you own") from None
+        raise UserError(
+            "cannot find the home directory to put the cache in", "set SGLPATCH_CACHE to a directory you own"
+        ) from None
     path = home / ".cache" / "sglpatch"
     return path, f"the cache directory {path}"
 
 
 def _create(path: Path, origin: str) -> None:
     if path.exists() and not path.is_dir():
-        raise UserError(f"{origin} is a regular file, not a directory",
-                        "point SGLPATCH_CACHE at a directory (or unset it to use ~/.cache/sglpatch)")
+        raise UserError(
+            f"{origin} is a regular file, not a directory",
+            "point SGLPATCH_CACHE at a directory (or unset it to use ~/.cache/sglpatch)",
+        )
     try:
         path.mkdir(parents=True, exist_ok=True)
     except (FileExistsError, NotADirectoryError):
-        raise UserError(f"{origin} cannot be created: part of its path is a regular file",
-                        "point SGLPATCH_CACHE at a directory (or unset it to use ~/.cache/sglpatch)") from None
+        raise UserError(
+            f"{origin} cannot be created: part of its path is a regular file",
+            "point SGLPATCH_CACHE at a directory (or unset it to use ~/.cache/sglpatch)",
+        ) from None
     except OSError as exc:
-        raise UserError(f"{origin} cannot be created ({exc.strerror})",
-                        "set SGLPATCH_CACHE to a directory you can write") from None
+        raise UserError(
+            f"{origin} cannot be created ({exc.strerror})", "set SGLPATCH_CACHE to a directory you can write"
+        ) from None
 
 
 def _check_owner(path: Path, origin: str) -> None:
     # Like git's safe.directory: another user's cache could hand us artifacts we never verified.
     owner = path.stat().st_uid
     if owner != os.geteuid():
-        raise UserError(f"{origin} belongs to another user (uid {owner}, you are uid {os.geteuid()})",
-                        "set SGLPATCH_CACHE to a directory you own")
+        raise UserError(
+            f"{origin} belongs to another user (uid {owner}, you are uid {os.geteuid()})",
+            "set SGLPATCH_CACHE to a directory you own",
+        )
 
 
 def _check_writable(path: Path, origin: str) -> None:
@@ -71,6 +79,8 @@ def _check_writable(path: Path, origin: str) -> None:
         os.close(fd)
         os.unlink(probe)
     except OSError as exc:
-        raise UserError(f"{origin} is not writable ({exc.strerror})",
-                        "make it writable, or set SGLPATCH_CACHE to a directory you can write") from None
+        raise UserError(
+            f"{origin} is not writable ({exc.strerror})",
+            "make it writable, or set SGLPATCH_CACHE to a directory you can write",
+        ) from None
     _PROBED.add(key)

@@ -38,8 +38,9 @@ def exclusive(path: Path, what: str, wait: bool = False, where: str = "in this c
     try:
         fh = open(path, "a+")
     except OSError as exc:
-        raise UserError(f"cannot open the lock file {path} ({exc.strerror})",
-                        f"remove it (`rm {path}`) and rerun") from None
+        raise UserError(
+            f"cannot open the lock file {path} ({exc.strerror})", f"remove it (`rm {path}`) and rerun"
+        ) from None
     try:
         _acquire(fh, path, what, wait, where)
         fh.seek(0)
@@ -68,8 +69,9 @@ def _acquire(fh, path: Path, what: str, wait: bool, where: str) -> None:
     pid, _, theirs = (fh.read().strip() or "? a command").partition(" ")
     holder = f"another {theirs or 'command'} is running {where} (pid {pid})"
     if not wait:
-        raise UserError(f"cannot run {what} now: {holder}",
-                        f"wait for it to finish, then rerun (lock: {path})") from None
+        raise UserError(
+            f"cannot run {what} now: {holder}", f"wait for it to finish, then rerun (lock: {path})"
+        ) from None
     print(f"waiting: {holder}", file=sys.stderr, flush=True)
     fcntl.lockf(fh, fcntl.LOCK_EX)
 

@@ -25,10 +25,16 @@ model_specs = load_module("sglpatch_test_model_specs", TESTS_DIR / "models" / "s
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "lines(*names): run the runtime tests only on these lines")
-    config.addinivalue_line("markers", "sglang(specifier): a runtime test that follows the code of the "
-                                       "SGLang releases in the specifier, e.g. '<0.5.21'")
-    config.addinivalue_line("markers", "patch(number, absent=False): a runtime test of one patch: runs "
-                                       "on the lines whose series carries it (absent=True: lacks it)")
+    config.addinivalue_line(
+        "markers",
+        "sglang(specifier): a runtime test that follows the code of the "
+        "SGLang releases in the specifier, e.g. '<0.5.21'",
+    )
+    config.addinivalue_line(
+        "markers",
+        "patch(number, absent=False): a runtime test of one patch: runs "
+        "on the lines whose series carries it (absent=True: lacks it)",
+    )
 
 
 @functools.cache
@@ -108,18 +114,28 @@ def standin_base(request, docker_engine, runtime, tmp_path_factory):
     sglang = release_artifact(pin.version, "sdist", pin) or release_artifact(pin.version, "wheel", pin)
     try:
         ref = image_standin.standin_base(
-            docker_engine, cache=sglang_runtime.cache_dir(), upstream_tag=pin.tag,
-            requirements=runtime.requirements, sglang=Path(sglang),
+            docker_engine,
+            cache=sglang_runtime.cache_dir(),
+            upstream_tag=pin.tag,
+            requirements=runtime.requirements,
+            sglang=Path(sglang),
             stub_libcuda=runtime.stub_libcuda or runtime.build_stub(),
-            progress=progress_printer(request.config, "docker"))
+            progress=progress_printer(request.config, "docker"),
+        )
     except engines.EngineError as exc:
         pytest.fail(f"the stand-in base image: {exc}", pytrace=False)
     job = None
     # seeding takes minutes: only when a selected test needs it, and for this line
-    if any("seeded_registry" in getattr(item, "fixturenames", ()) and f"[{runtime.line.name}]" in item.nodeid
-           for item in request.session.items):
-        job = registry_server.SeedJob(docker_engine, ref, tmp_path_factory.mktemp(f"registry-{runtime.line.name}"),
-                                      progress=progress_printer(request.config, "registry"))
+    if any(
+        "seeded_registry" in getattr(item, "fixturenames", ()) and f"[{runtime.line.name}]" in item.nodeid
+        for item in request.session.items
+    ):
+        job = registry_server.SeedJob(
+            docker_engine,
+            ref,
+            tmp_path_factory.mktemp(f"registry-{runtime.line.name}"),
+            progress=progress_printer(request.config, "registry"),
+        )
     _SEEDS[ref] = job
     yield ref
     if job is not None:
@@ -168,8 +184,9 @@ def runtime(request):
     the other: ``runtime.run(script, *, variant, timeout=600)`` and friends (see
     tests/sglang_runtime.py). Built on first use, reused afterwards. ``@pytest.mark.lines`` and
     ``@pytest.mark.patch`` limit a test to some lines."""
-    rt = sglang_runtime.Runtime(progress=progress_printer(request.config, f"sglang runtime {request.param}"),
-                                line=request.param)
+    rt = sglang_runtime.Runtime(
+        progress=progress_printer(request.config, f"sglang runtime {request.param}"), line=request.param
+    )
     try:
         rt.ensure()
         yield rt
@@ -196,24 +213,30 @@ def eagle3_draft_model(runtime) -> Path:
 @pytest.fixture(scope="session")
 def always0_pair(runtime) -> tuple[Path, Path]:
     """Constructed (target, draft) pair that both always predict token 0: every draft accepted."""
-    return (_model(runtime, "kimi_k25", model_specs.KIMI_K25_ALWAYS_0),
-            _model(runtime, "eagle3_draft", model_specs.EAGLE3_DRAFT_ALWAYS_0))
+    return (
+        _model(runtime, "kimi_k25", model_specs.KIMI_K25_ALWAYS_0),
+        _model(runtime, "eagle3_draft", model_specs.EAGLE3_DRAFT_ALWAYS_0),
+    )
 
 
 @pytest.fixture(scope="session")
 def kimi_k25_8_pair(runtime) -> tuple[Path, Path]:
     """An 8-layer random KimiK25 target and its EAGLE-3 draft (ids [0, 1, 2] under eagle_config):
     SGLang's default capture layers [2, 4, 5] are distinct there, as on real targets."""
-    return (_model(runtime, "kimi_k25", model_specs.KIMI_K25_8),
-            _model(runtime, "eagle3_draft", model_specs.EAGLE3_DRAFT_8))
+    return (
+        _model(runtime, "kimi_k25", model_specs.KIMI_K25_8),
+        _model(runtime, "eagle3_draft", model_specs.EAGLE3_DRAFT_8),
+    )
 
 
 @pytest.fixture(scope="session")
 def always0_pair_8(runtime) -> tuple[Path, Path]:
     """The 8-layer pair with final norms zeroed (both always predict token 0); the EAGLE-3
     capture-layer tests derive their layer-probe pair from it."""
-    return (_model(runtime, "kimi_k25", model_specs.KIMI_K25_8_ALWAYS_0),
-            _model(runtime, "eagle3_draft", model_specs.EAGLE3_DRAFT_8_ALWAYS_0))
+    return (
+        _model(runtime, "kimi_k25", model_specs.KIMI_K25_8_ALWAYS_0),
+        _model(runtime, "eagle3_draft", model_specs.EAGLE3_DRAFT_8_ALWAYS_0),
+    )
 
 
 @pytest.fixture(scope="session")
@@ -233,8 +256,11 @@ def patched(tmp_path_factory):
         if line not in made:
             root = find_line(TESTS_DIR.parent, line).root
             pin = read_pin(root)
-            made[line] = patched_files(pristine_tree(pin.version, pin),
-                                       [p.path for p in read_series(root).patches],
-                                       tmp_path_factory.mktemp(f"patched-{line}"))
+            made[line] = patched_files(
+                pristine_tree(pin.version, pin),
+                [p.path for p in read_series(root).patches],
+                tmp_path_factory.mktemp(f"patched-{line}"),
+            )
         return made[line]
+
     return tree

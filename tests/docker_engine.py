@@ -42,21 +42,25 @@ def _say(progress: Callable[[str], None] | None, message: str) -> None:
 
 def _answers(builder: Builder, host: str | None = None) -> bool:
     env = {**os.environ, **({"DOCKER_HOST": host} if host else {})}
-    out = subprocess.run([builder.client, "info", "--format", "{{.ServerVersion}}"],
-                         capture_output=True, text=True, env=env)
+    out = subprocess.run(
+        [builder.client, "info", "--format", "{{.ServerVersion}}"], capture_output=True, text=True, env=env
+    )
     return out.returncode == 0 and bool(out.stdout.strip())
 
 
 def apt_install(packages: tuple[str, ...], progress=None) -> None:
     if os.geteuid() != 0:
-        raise EngineError(f"installing {', '.join(packages)} needs root (apt-get): "
-                          f"run the tests as root or install them first")
+        raise EngineError(
+            f"installing {', '.join(packages)} needs root (apt-get): run the tests as root or install them first"
+        )
     if shutil.which("apt-get") is None:
         raise EngineError(f"apt-get is missing: install {', '.join(packages)} by hand")
     _say(progress, f"installing {' '.join(packages)} from Debian (apt-get, one time)")
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    for argv in (["apt-get", "update", "-qq"],
-                 ["apt-get", "install", "-y", "-qq", "--no-install-recommends", *packages]):
+    for argv in (
+        ["apt-get", "update", "-qq"],
+        ["apt-get", "install", "-y", "-qq", "--no-install-recommends", *packages],
+    ):
         out = subprocess.run(argv, capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL)
         if out.returncode != 0:
             last = (out.stderr or out.stdout).strip().splitlines()
@@ -73,8 +77,7 @@ def compose_cli(progress=None) -> str:
 class Engine:
     """The engine the image tests use; ``stop()`` ends it only if :func:`ensure_engine` started it."""
 
-    def __init__(self, builder: Builder, proc: subprocess.Popen | None, log: Path | None,
-                 host: str | None = None):
+    def __init__(self, builder: Builder, proc: subprocess.Popen | None, log: Path | None, host: str | None = None):
         self.builder = builder
         self.proc = proc
         self.log = log
@@ -91,8 +94,9 @@ class Engine:
         return env
 
     def docker(self, *args: str, check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess:
-        return subprocess.run([self.builder.client, *args], capture_output=True, text=True,
-                              env=self.env(), check=check, timeout=timeout)
+        return subprocess.run(
+            [self.builder.client, *args], capture_output=True, text=True, env=self.env(), check=check, timeout=timeout
+        )
 
     def answers(self) -> bool:
         return _answers(self.builder, self.host)
@@ -116,20 +120,22 @@ class Engine:
             self.proc.wait()
 
 
-def _start_dockerd(args: list[str], log: Path, builder: Builder, host: str | None,
-                   progress=None) -> subprocess.Popen:
+def _start_dockerd(args: list[str], log: Path, builder: Builder, host: str | None, progress=None) -> subprocess.Popen:
     dockerd = shutil.which("dockerd")
     if dockerd is None:
         raise EngineError("dockerd is not installed (apt-get install docker.io)")
     with open(log, "ab") as fh:
-        proc = subprocess.Popen([dockerd, *args], stdout=fh, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
+        proc = subprocess.Popen(
+            [dockerd, *args], stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+        )
     deadline = time.monotonic() + READY_TIMEOUT
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             tail = log.read_text(errors="replace").strip().splitlines()
-            raise EngineError(f"dockerd exited with code {proc.returncode} at start-up: "
-                              f"{tail[-1] if tail else 'no output'} (log: {log})")
+            raise EngineError(
+                f"dockerd exited with code {proc.returncode} at start-up: "
+                f"{tail[-1] if tail else 'no output'} (log: {log})"
+            )
         if _answers(builder, host):
             return proc
         time.sleep(0.5)
@@ -167,10 +173,26 @@ def private_engine(workdir: Path, *, disk_mb: int | None = None, progress=None) 
     engine = None
     with sized_dir(data, disk_mb, "a private engine"):
         try:
-            proc = _start_dockerd(["--data-root", str(data), "--exec-root", str(exec_root),
-                                   "--pidfile", str(workdir / "docker.pid"), "-H", host,
-                                   "-b", "docker0", "--iptables=false", "--ip-masq=false"],
-                                  workdir / "dockerd.log", default.builder, host, progress)
+            proc = _start_dockerd(
+                [
+                    "--data-root",
+                    str(data),
+                    "--exec-root",
+                    str(exec_root),
+                    "--pidfile",
+                    str(workdir / "docker.pid"),
+                    "-H",
+                    host,
+                    "-b",
+                    "docker0",
+                    "--iptables=false",
+                    "--ip-masq=false",
+                ],
+                workdir / "dockerd.log",
+                default.builder,
+                host,
+                progress,
+            )
             engine = Engine(default.builder, proc, workdir / "dockerd.log", host)
             yield engine
         finally:
@@ -185,8 +207,9 @@ def sized_dir(path: Path, disk_mb: int | None, what: str) -> Iterator[Path]:
     if not disk_mb:
         yield path
         return
-    out = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={disk_mb}m", "tmpfs", str(path)],
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={disk_mb}m", "tmpfs", str(path)], capture_output=True, text=True
+    )
     if out.returncode != 0:
         raise EngineError(f"cannot mount a {disk_mb} MB tmpfs for {what}: {out.stderr.strip()}")
     try:

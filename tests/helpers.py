@@ -13,16 +13,17 @@ import git
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 AUTHOR_ENV = {
-    "GIT_AUTHOR_NAME": "Test Author", "GIT_AUTHOR_EMAIL": "author@example.invalid",
+    "GIT_AUTHOR_NAME": "Test Author",
+    "GIT_AUTHOR_EMAIL": "author@example.invalid",
     "GIT_AUTHOR_DATE": "2026-01-01T00:00:00+00:00",
-    "GIT_COMMITTER_NAME": "Test Author", "GIT_COMMITTER_EMAIL": "author@example.invalid",
+    "GIT_COMMITTER_NAME": "Test Author",
+    "GIT_COMMITTER_EMAIL": "author@example.invalid",
     "GIT_COMMITTER_DATE": "2026-01-01T00:00:00+00:00",
 }
 
 UPSTREAM_FILES = {
     "python/sglang/srt/models/kimi_k25.py": "class KimiK25:\n    def forward(self):\n        return 1\n",
-    "python/sglang/srt/model_executor/model_runner.py":
-        "".join(f"line {i}\n" for i in range(1, 41)),
+    "python/sglang/srt/model_executor/model_runner.py": "".join(f"line {i}\n" for i in range(1, 41)),
     "python/pyproject.toml": "[project]\nname = 'sglang'\n",
 }
 
@@ -61,15 +62,15 @@ def patch_text(upstream: git.Repo, base: str, files: dict[str, str | None], mess
     """A real `git format-patch` file for ``files`` changed on top of ``base``."""
     upstream.git.checkout("--quiet", "--detach", base)
     commit_files(upstream, files, message)
-    text = upstream.git.format_patch("--stdout", "--zero-commit", "--no-signature", "--full-index",
-                                     "-1", "HEAD", strip_newline_in_stdout=False)
+    text = upstream.git.format_patch(
+        "--stdout", "--zero-commit", "--no-signature", "--full-index", "-1", "HEAD", strip_newline_in_stdout=False
+    )
     upstream.git.checkout("--quiet", "--detach", base)
     return text
 
 
 def message(subject: str, status: str = "Pending", drop: str = "check:example") -> str:
-    return (f"{subject}\n\nWhy this change exists.\n\n"
-            f"Upstream-Status: {status}\nDrop-When: {drop}\n")
+    return f"{subject}\n\nWhy this change exists.\n\nUpstream-Status: {status}\nDrop-When: {drop}\n"
 
 
 def make_project(path: Path, patches: dict[str, str], series: list[str] | None = None) -> Path:
@@ -87,8 +88,13 @@ def make_project(path: Path, patches: dict[str, str], series: list[str] | None =
 def run_cli(root: Path, *args: str, env: dict | None = None, **kwargs) -> subprocess.CompletedProcess:
     """Run `build.py` as a user would, in a child process."""
     full_env = {**os.environ, **(env or {})}
-    return subprocess.run([sys.executable, str(REPO_ROOT / "build.py"), "--root", str(root), *args],
-                          capture_output=True, text=True, env=full_env, **kwargs)
+    return subprocess.run(
+        [sys.executable, str(REPO_ROOT / "build.py"), "--root", str(root), *args],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        **kwargs,
+    )
 
 
 def assert_one_line_error(result: subprocess.CompletedProcess, *needles: str) -> str:
@@ -107,6 +113,7 @@ class LocalIndex:
     def __init__(self, directory: Path):
         import http.server
         import threading
+
         self.directory = directory
         self.files: dict[str, bytes] = {}
         self.yanked: dict[str, bool | str] = {}
@@ -154,15 +161,23 @@ class LocalIndex:
         False sends it without a Content-Length."""
         import hashlib
         import json
+
         self.files[name] = data
         if yanked:
             self.yanked[name] = yanked
         if not sized:
             self.unsized.add(name)
-        listing = {"files": [{"filename": n, "url": f"{self.base}/files/{n}",
-                              "hashes": {"sha256": hashlib.sha256(d).hexdigest()},
-                              **({"yanked": self.yanked[n]} if n in self.yanked else {})}
-                             for n, d in self.files.items()]}
+        listing = {
+            "files": [
+                {
+                    "filename": n,
+                    "url": f"{self.base}/files/{n}",
+                    "hashes": {"sha256": hashlib.sha256(d).hexdigest()},
+                    **({"yanked": self.yanked[n]} if n in self.yanked else {}),
+                }
+                for n, d in self.files.items()
+            ]
+        }
         (self.directory / "simple" / "sglang").mkdir(parents=True, exist_ok=True)
         (self.directory / "simple" / "sglang" / "index.html").write_text(json.dumps(listing))
         (self.directory / "files").mkdir(exist_ok=True)
@@ -178,22 +193,25 @@ def sdist_bytes(version: str, files: dict[str, str]) -> bytes:
     import gzip
     import io
     import tarfile
+
     raw = io.BytesIO()
     with tarfile.open(fileobj=raw, mode="w") as tar:
         for rel, text in sorted(files.items()):
             assert rel.startswith("python/")
             data = text.encode()
-            info = tarfile.TarInfo(f"sglang-{version}/{rel[len('python/'):]}")
+            info = tarfile.TarInfo(f"sglang-{version}/{rel[len('python/') :]}")
             info.size, info.mtime, info.mode = len(data), 0, 0o644
             tar.addfile(info, io.BytesIO(data))
     return gzip.compress(raw.getvalue(), mtime=0)
 
 
 def pin_text(version: str, sdist_sha256: str) -> str:
-    return (f'[upstream]\nrepo = "https://example.invalid/sglang"\nversion = "{version}"\n'
-            f'tag = "v{version}"\ncommit = ""\n\n[upstream.artifacts.sdist]\n'
-            f'filename = "sglang-{version}.tar.gz"\nsha256 = "{sdist_sha256}"\n\n'
-            '[series]\nlocal = "kimi"\nrelease = 3\n')
+    return (
+        f'[upstream]\nrepo = "https://example.invalid/sglang"\nversion = "{version}"\n'
+        f'tag = "v{version}"\ncommit = ""\n\n[upstream.artifacts.sdist]\n'
+        f'filename = "sglang-{version}.tar.gz"\nsha256 = "{sdist_sha256}"\n\n'
+        '[series]\nlocal = "kimi"\nrelease = 3\n'
+    )
 
 
 def commit_project(root: Path, upstream_commit: str) -> git.Repo:

@@ -47,8 +47,7 @@ def _key(*parts: bytes | str) -> str:
 
 
 def _image_key(engine: Engine, ref: str) -> str | None:
-    out = engine.docker("image", "inspect", "--format", f'{{{{index .Config.Labels "{KEY_LABEL}"}}}}',
-                        ref, check=False)
+    out = engine.docker("image", "inspect", "--format", f'{{{{index .Config.Labels "{KEY_LABEL}"}}}}', ref, check=False)
     return out.stdout.strip() if out.returncode == 0 else None
 
 
@@ -60,9 +59,15 @@ def build_with_log(engine: Engine, argv: list[str], log: Path, progress=None, wh
     """Run a docker build, its output into ``log``; report each step as it starts."""
     start = time.monotonic()
     with open(log, "w") as fh:
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                errors="replace", env={**engine.env(), "DOCKER_BUILDKIT": "1"},
-                                stdin=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            argv,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            errors="replace",
+            env={**engine.env(), "DOCKER_BUILDKIT": "1"},
+            stdin=subprocess.DEVNULL,
+        )
         for line in proc.stdout:
             fh.write(line)
             step = re.match(r"#\d+ (\[\s*\d+/\d+\] .{0,90})", line)
@@ -89,8 +94,18 @@ def _rootfs_tarball(cache: Path, progress=None) -> Path:
         rootfs = Path(tmp) / "rootfs"
         if progress:
             progress(f"debootstrap {DEBIAN_SUITE} ({', '.join(DEBIAN_PACKAGES)}), one time, about a minute")
-        out = subprocess.run(["debootstrap", "--variant=minbase", f"--include={','.join(DEBIAN_PACKAGES)}",
-                              DEBIAN_SUITE, str(rootfs), DEBIAN_MIRROR], capture_output=True, text=True)
+        out = subprocess.run(
+            [
+                "debootstrap",
+                "--variant=minbase",
+                f"--include={','.join(DEBIAN_PACKAGES)}",
+                DEBIAN_SUITE,
+                str(rootfs),
+                DEBIAN_MIRROR,
+            ],
+            capture_output=True,
+            text=True,
+        )
         if out.returncode != 0:
             last = (out.stderr or out.stdout).strip().splitlines()
             raise EngineError(f"debootstrap {DEBIAN_SUITE} failed: {last[-1] if last else out.returncode}")
@@ -107,8 +122,9 @@ def debian_image(engine: Engine, cache: Path, progress=None) -> str:
     ref = f"sglpatch-test/debian:{tarball.stem.split('-', 1)[1]}"
     if not _has_image(engine, ref):
         with open(tarball, "rb") as fh:
-            out = subprocess.run([engine.builder.client, "import", "-", ref], stdin=fh,
-                                 capture_output=True, text=True, env=engine.env())
+            out = subprocess.run(
+                [engine.builder.client, "import", "-", ref], stdin=fh, capture_output=True, text=True, env=engine.env()
+            )
         if out.returncode != 0:
             raise EngineError(f"docker import of {tarball.name} failed: {out.stderr.strip()}")
     return ref
@@ -136,8 +152,16 @@ def _tree_digest(root: Path) -> str:
     return _key(*parts)
 
 
-def standin_base(engine: Engine, *, cache: Path, upstream_tag: str, requirements: Path, sglang: Path,
-                 stub_libcuda: Path, progress=None) -> str:
+def standin_base(
+    engine: Engine,
+    *,
+    cache: Path,
+    upstream_tag: str,
+    requirements: Path,
+    sglang: Path,
+    stub_libcuda: Path,
+    progress=None,
+) -> str:
     """The stand-in for ``lmsysorg/sglang:<upstream_tag>-cu130``, built if its inputs changed.
     ``sglang`` is the release's sdist (installed editable, as upstream's image) or, for a
     wheel-only release, its cp311 wheel."""
@@ -153,12 +177,29 @@ def standin_base(engine: Engine, *, cache: Path, upstream_tag: str, requirements
             progress(f"building the stand-in base {ref} (one time: about 11 GB, a few minutes)")
         log = cache / "images" / f"standin-base-{upstream_tag}.build.log"
         kind = "SGLANG_WHEEL" if sglang.suffix == ".whl" else "SGLANG_SDIST"
-        build_with_log(engine, [engine.builder.client, "build", "--progress", "plain",
-                                "--file", str(STANDIN_DOCKERFILE),
-                                "--build-arg", f"DEBIAN_IMAGE={debian}",
-                                "--build-arg", f"{kind}={sglang.name}",
-                                "--label", f"{KEY_LABEL}={key}", "--tag", ref, str(context)],
-                       log, progress, what="stand-in base")
+        build_with_log(
+            engine,
+            [
+                engine.builder.client,
+                "build",
+                "--progress",
+                "plain",
+                "--file",
+                str(STANDIN_DOCKERFILE),
+                "--build-arg",
+                f"DEBIAN_IMAGE={debian}",
+                "--build-arg",
+                f"{kind}={sglang.name}",
+                "--label",
+                f"{KEY_LABEL}={key}",
+                "--tag",
+                ref,
+                str(context),
+            ],
+            log,
+            progress,
+            what="stand-in base",
+        )
     return ref
 
 
@@ -170,13 +211,27 @@ def router_base(engine: Engine, cache: Path, progress=None) -> str:
         context = Path(tmp)
         _copy_host_cas(context)
         (context / "Dockerfile").write_text(
-            f"FROM {debian}\nCOPY ca-certificates/ /usr/local/share/ca-certificates/\n"
-            "RUN update-ca-certificates\n")
+            f"FROM {debian}\nCOPY ca-certificates/ /usr/local/share/ca-certificates/\nRUN update-ca-certificates\n"
+        )
         key = _key((context / "Dockerfile").read_text(), _tree_digest(context))
         if _image_key(engine, ref) != key:
-            build_with_log(engine, [engine.builder.client, "build", "--progress", "plain", "--label",
-                                    f"{KEY_LABEL}={key}", "--tag", ref, str(context)],
-                           cache / "images" / "router-base.build.log", progress, what="router base")
+            build_with_log(
+                engine,
+                [
+                    engine.builder.client,
+                    "build",
+                    "--progress",
+                    "plain",
+                    "--label",
+                    f"{KEY_LABEL}={key}",
+                    "--tag",
+                    ref,
+                    str(context),
+                ],
+                cache / "images" / "router-base.build.log",
+                progress,
+                what="router base",
+            )
     return ref
 
 
@@ -190,7 +245,11 @@ def trap_base(engine: Engine, cache: Path, name: str, python3_script: str, progr
         (context / "python3").write_text(python3_script)
         (context / "python3").chmod(0o755)
         (context / "Dockerfile").write_text(f"FROM {debian}\nCOPY python3 /usr/local/bin/python3\n")
-        build_with_log(engine, [engine.builder.client, "build", "--progress", "plain", "--tag", ref,
-                                str(context)], cache / "images" / f"trap-{name}.build.log", None,
-                       what=f"trap base {name}")
+        build_with_log(
+            engine,
+            [engine.builder.client, "build", "--progress", "plain", "--tag", ref, str(context)],
+            cache / "images" / f"trap-{name}.build.log",
+            None,
+            what=f"trap base {name}",
+        )
     return ref

@@ -11,8 +11,9 @@ FIXTURE = Path(__file__).resolve().parent / "fixtures" / "contract" / "mini"
 SRT = "python/sglang/srt"
 
 
-def make_tree(tmp_path: Path, files: dict[str, str] | None = None,
-              edits: dict[str, list[tuple[str, str]]] | None = None) -> Path:
+def make_tree(
+    tmp_path: Path, files: dict[str, str] | None = None, edits: dict[str, list[tuple[str, str]]] | None = None
+) -> Path:
     """A copy of the mini tree, plus ``files`` (path under srt/ -> text) and ``edits``."""
     root = tmp_path / "tree"
     shutil.copytree(FIXTURE, root)

@@ -35,8 +35,7 @@ _FLAGS = __future__.annotations.compiler_flag  # annotations stay strings: torch
 
 
 def _run(stmt: ast.stmt, path: Path, namespace: dict) -> bool:
-    code = compile(ast.Module(body=[stmt], type_ignores=[]), str(path), "exec", flags=_FLAGS,
-                   dont_inherit=True)
+    code = compile(ast.Module(body=[stmt], type_ignores=[]), str(path), "exec", flags=_FLAGS, dont_inherit=True)
     try:
         exec(code, namespace)
         return True
@@ -70,15 +69,24 @@ def load_class(path: Path, class_name: str, members: list[str], provides: dict |
     """A plain class holding ``members`` of ``class_name`` exactly as the patched file writes them."""
     tree = ast.parse(path.read_text(), str(path))
     cls = next(n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == class_name)
-    chosen = [s for s in cls.body if (isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.name in members)
-              or (isinstance(s, ast.Assign) and _literal(s.value))]  # constant class attributes come along
+    chosen = [
+        s
+        for s in cls.body
+        if (isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.name in members)
+        or (isinstance(s, ast.Assign) and _literal(s.value))
+    ]  # constant class attributes come along
     missing = set(members) - {getattr(s, "name", None) for s in chosen}
     if missing:
         raise AssertionError(f"{class_name} in {path.name} has no {', '.join(sorted(missing))}")
     body = ast.ClassDef(name=class_name, bases=[], keywords=[], body=chosen, decorator_list=[])
     namespace = dict(provides or {})
-    code = compile(ast.fix_missing_locations(ast.Module(body=[body], type_ignores=[])), str(path), "exec",
-                   flags=_FLAGS, dont_inherit=True)
+    code = compile(
+        ast.fix_missing_locations(ast.Module(body=[body], type_ignores=[])),
+        str(path),
+        "exec",
+        flags=_FLAGS,
+        dont_inherit=True,
+    )
     exec(code, namespace)
     return namespace[class_name]
 
@@ -113,8 +121,13 @@ def run_block(path: Path, first_line: str, namespace: dict, count: int = 1, cont
                     continue
                 if contains is not None and contains not in (ast.get_source_segment(text, stmt) or ""):
                     continue
-                code = compile(ast.Module(body=block[i:i + count], type_ignores=[]), str(path), "exec",
-                               flags=_FLAGS, dont_inherit=True)
+                code = compile(
+                    ast.Module(body=block[i : i + count], type_ignores=[]),
+                    str(path),
+                    "exec",
+                    flags=_FLAGS,
+                    dont_inherit=True,
+                )
                 exec(code, namespace)
                 return namespace
     raise AssertionError(f"{path.name} has no statement starting {first_line!r}")

@@ -27,10 +27,14 @@ from pathlib import Path
 from docker_engine import EngineError, apt_install, sized_dir
 
 READY_TIMEOUT = 30.0
-MANIFEST_TYPES = ", ".join(["application/vnd.docker.distribution.manifest.v2+json",
-                            "application/vnd.oci.image.manifest.v1+json",
-                            "application/vnd.docker.distribution.manifest.list.v2+json",
-                            "application/vnd.oci.image.index.v1+json"])
+MANIFEST_TYPES = ", ".join(
+    [
+        "application/vnd.docker.distribution.manifest.v2+json",
+        "application/vnd.oci.image.manifest.v1+json",
+        "application/vnd.docker.distribution.manifest.list.v2+json",
+        "application/vnd.oci.image.index.v1+json",
+    ]
+)
 
 
 @dataclass
@@ -41,8 +45,9 @@ class Registry:
 
     def manifest(self, name: str, reference: str) -> tuple[str, dict] | None:
         """The registry's own answer for NAME:REFERENCE: (Docker-Content-Digest, manifest), or None."""
-        request = urllib.request.Request(f"http://{self.host}/v2/{name}/manifests/{reference}",
-                                         headers={"Accept": MANIFEST_TYPES})
+        request = urllib.request.Request(
+            f"http://{self.host}/v2/{name}/manifests/{reference}", headers={"Accept": MANIFEST_TYPES}
+        )
         try:
             with urllib.request.urlopen(request, timeout=30) as resp:
                 return resp.headers["Docker-Content-Digest"], json.loads(resp.read())
@@ -95,8 +100,9 @@ def _answers(host: str) -> bool:
 
 
 @contextlib.contextmanager
-def registry(workdir: Path, *, disk_mb: int | None = None, users: dict[str, str] | None = None,
-             progress=None) -> Iterator[Registry]:
+def registry(
+    workdir: Path, *, disk_mb: int | None = None, users: dict[str, str] | None = None, progress=None
+) -> Iterator[Registry]:
     """A registry on a free loopback port; with ``users``, only they may read or push (basic auth)."""
     if shutil.which("docker-registry") is None:
         apt_install(("docker-registry",), progress)
@@ -108,23 +114,33 @@ def registry(workdir: Path, *, disk_mb: int | None = None, users: dict[str, str]
             import bcrypt
 
             passwords = workdir / "htpasswd"
-            passwords.write_text("".join(f"{user}:{bcrypt.hashpw(secret.encode(), bcrypt.gensalt()).decode()}\n"
-                                         for user, secret in users.items()))
+            passwords.write_text(
+                "".join(
+                    f"{user}:{bcrypt.hashpw(secret.encode(), bcrypt.gensalt()).decode()}\n"
+                    for user, secret in users.items()
+                )
+            )
             auth = f"auth:\n  htpasswd:\n    realm: sglpatch-test\n    path: {passwords}\n"
-        config.write_text(f"version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n"
-                          f"    rootdirectory: {data}\n  delete:\n    enabled: true\nhttp:\n  addr: {host}\n{auth}")
+        config.write_text(
+            f"version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n"
+            f"    rootdirectory: {data}\n  delete:\n    enabled: true\nhttp:\n  addr: {host}\n{auth}"
+        )
         log = workdir / "registry.log"
         with open(log, "wb") as fh:
-            proc = subprocess.Popen(["docker-registry", "serve", str(config)], stdout=fh,
-                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+            proc = subprocess.Popen(
+                ["docker-registry", "serve", str(config)],
+                stdout=fh,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
         served = Registry(host, proc, log)
         try:
             deadline = time.monotonic() + READY_TIMEOUT
             while not _answers(host):
                 if proc.poll() is not None or time.monotonic() > deadline:
                     tail = log.read_text(errors="replace").strip().splitlines()
-                    raise EngineError(f"docker-registry did not answer on {host}: "
-                                      f"{tail[-1] if tail else 'no output'}")
+                    raise EngineError(f"docker-registry did not answer on {host}: {tail[-1] if tail else 'no output'}")
                 time.sleep(0.2)
             if progress:
                 progress(f"registry answers on {host} (storage {data})")
@@ -136,6 +152,7 @@ def registry(workdir: Path, *, disk_mb: int | None = None, users: dict[str, str]
 
 
 # ---------------------------------------------------------------- seeding a base image
+
 
 def _upload_blob(host: str, name: str, chunks) -> tuple[str, int]:
     """Stream one blob into the registry (POST, one chunked PATCH, PUT with the digest computed on
@@ -155,13 +172,13 @@ def _upload_blob(host: str, name: str, chunks) -> tuple[str, int]:
     request = urllib.request.Request(f"http://{host}/v2/{name}/blobs/uploads/", method="POST", data=b"")
     with urllib.request.urlopen(request, timeout=60) as resp:
         location = absolute(resp.headers["Location"])
-    request = urllib.request.Request(location, method="PATCH", data=counted(),
-                                     headers={"Content-Type": "application/octet-stream"})
+    request = urllib.request.Request(
+        location, method="PATCH", data=counted(), headers={"Content-Type": "application/octet-stream"}
+    )
     with urllib.request.urlopen(request, timeout=1800) as resp:
         location = absolute(resp.headers["Location"])
     ref = f"sha256:{digest.hexdigest()}"
-    request = urllib.request.Request(f"{location}{'&' if '?' in location else '?'}digest={ref}", method="PUT",
-                                     data=b"")
+    request = urllib.request.Request(f"{location}{'&' if '?' in location else '?'}digest={ref}", method="PUT", data=b"")
     with urllib.request.urlopen(request, timeout=600):
         pass
     return ref, size
@@ -210,15 +227,31 @@ def seed(engine, served: Registry, image: str, name: str, tag: str, progress=Non
     settings["Labels"] = {**(settings.get("Labels") or {}), "sglpatch.test.seed": name}
     config = json.dumps(parsed).encode()
     config_ref, _ = _upload_blob(served.host, name, [config])
-    body = json.dumps({
-        "schemaVersion": 2, "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
-        "config": {"mediaType": "application/vnd.docker.container.image.v1+json", "size": len(config),
-                   "digest": config_ref},
-        "layers": [{"mediaType": "application/vnd.docker.image.rootfs.diff.tar.gzip",
-                    "size": layers[layer][1], "digest": layers[layer][0]} for layer in manifest["Layers"]],
-    }).encode()
-    request = urllib.request.Request(f"http://{served.host}/v2/{name}/manifests/{tag}", method="PUT", data=body,
-                                     headers={"Content-Type": "application/vnd.docker.distribution.manifest.v2+json"})
+    body = json.dumps(
+        {
+            "schemaVersion": 2,
+            "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
+            "config": {
+                "mediaType": "application/vnd.docker.container.image.v1+json",
+                "size": len(config),
+                "digest": config_ref,
+            },
+            "layers": [
+                {
+                    "mediaType": "application/vnd.docker.image.rootfs.diff.tar.gzip",
+                    "size": layers[layer][1],
+                    "digest": layers[layer][0],
+                }
+                for layer in manifest["Layers"]
+            ],
+        }
+    ).encode()
+    request = urllib.request.Request(
+        f"http://{served.host}/v2/{name}/manifests/{tag}",
+        method="PUT",
+        data=body,
+        headers={"Content-Type": "application/vnd.docker.distribution.manifest.v2+json"},
+    )
     with urllib.request.urlopen(request, timeout=60) as resp:
         digest = resp.headers["Docker-Content-Digest"]
     engine.docker("pull", f"{served.host}/{name}@{digest}", timeout=1800)
@@ -236,8 +269,9 @@ class SeedJob:
         self._ready, self._stop = threading.Event(), threading.Event()
         self.registry: Registry | None = None
         self.error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, args=(engine, image, workdir, progress),
-                                        name=f"seed {image}", daemon=True)
+        self._thread = threading.Thread(
+            target=self._run, args=(engine, image, workdir, progress), name=f"seed {image}", daemon=True
+        )
         self._thread.start()
 
     def _run(self, engine, image: str, workdir: Path, progress) -> None:

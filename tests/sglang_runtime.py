@@ -47,6 +47,7 @@ HARNESS_DIR = TESTS_DIR / "smoke" / "cpu_harness"
 STAMP = ".sglpatch-complete"
 RESULT_MARKER = "SGLPATCH_RESULT "
 
+
 def requirements_file(version: str) -> Path:
     """The pinned dependency set of SGLang ``version``'s runtime venv."""
     return TESTS_DIR / f"runtime-requirements-{version}.txt"
@@ -57,13 +58,25 @@ def line_names() -> list[str]:
     parametrized with it at import, where the code under test must not run (a mutant of
     sglpatch.line would break the collection instead of failing a test); test_lines checks that
     sglpatch.line.all_lines agrees."""
-    return ["production", *sorted(p.parent.name for p in (REPO_ROOT / "lines").glob("*/upstream.toml")
-                                  if not p.parent.name.startswith("."))]
+    return [
+        "production",
+        *sorted(
+            p.parent.name for p in (REPO_ROOT / "lines").glob("*/upstream.toml") if not p.parent.name.startswith(".")
+        ),
+    ]
 
 
 # Variables that would point the runtime at another Python or another sglang.
-_SCRUB = ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "VIRTUAL_ENV", "PYTHONNOUSERSITE",
-          "SGLPATCH_OBSERVE", "SGLPATCH_CPU_HARNESS", "SGLPATCH_STUB_LIBCUDA")
+_SCRUB = (
+    "PYTHONPATH",
+    "PYTHONHOME",
+    "PYTHONSTARTUP",
+    "VIRTUAL_ENV",
+    "PYTHONNOUSERSITE",
+    "SGLPATCH_OBSERVE",
+    "SGLPATCH_CPU_HARNESS",
+    "SGLPATCH_STUB_LIBCUDA",
+)
 
 
 def cache_dir() -> Path:
@@ -132,21 +145,26 @@ class RunResult(subprocess.CompletedProcess):
         found = None
         for line in self.stdout.splitlines():
             if line.startswith(RESULT_MARKER):
-                found = json.loads(line[len(RESULT_MARKER):])
+                found = json.loads(line[len(RESULT_MARKER) :])
         return found
 
     def describe(self, tail: int = 12000) -> str:
-        return (f"exit code {self.returncode}\n{sglang_errors(self.stderr)}"
-                f"--- stdout (tail) ---\n{self.stdout[-tail:]}"
-                f"\n--- stderr (tail) ---\n{self.stderr[-tail:]}")
+        return (
+            f"exit code {self.returncode}\n{sglang_errors(self.stderr)}"
+            f"--- stdout (tail) ---\n{self.stdout[-tail:]}"
+            f"\n--- stderr (tail) ---\n{self.stderr[-tail:]}"
+        )
 
 
 def sglang_errors(log: str) -> str:
     """The tracebacks SGLang's processes logged ("Scheduler hit an exception: Traceback ...",
     "... warmup error: Traceback ..."), each up to its exception line; "" if none."""
     found = []
-    for match in re.finditer(r"(?m)^.*(?:hit an exception|error): Traceback \(most recent call last\):\n"
-                             r"(?:[ \t].*\n|\n)*?(?:\S.*\n)", log + "\n"):
+    for match in re.finditer(
+        r"(?m)^.*(?:hit an exception|error): Traceback \(most recent call last\):\n"
+        r"(?:[ \t].*\n|\n)*?(?:\S.*\n)",
+        log + "\n",
+    ):
         found.append(match.group(0))
     return "".join(f"--- SGLang error ---\n{block}" for block in found)
 
@@ -155,8 +173,10 @@ class RunTimeout(subprocess.TimeoutExpired):
     def __str__(self) -> str:
         out = (self.stdout or "")[-4000:]
         err = (self.stderr or "")[-8000:]
-        return (f"runtime script timed out after {self.timeout:.0f}s (process group killed)\n"
-                f"--- stdout (tail) ---\n{out}\n--- stderr (tail) ---\n{err}")
+        return (
+            f"runtime script timed out after {self.timeout:.0f}s (process group killed)\n"
+            f"--- stdout (tail) ---\n{out}\n--- stderr (tail) ---\n{err}"
+        )
 
 
 def _session_members(sid: int) -> list[tuple[int, str]]:
@@ -168,7 +188,7 @@ def _session_members(sid: int) -> list[tuple[int, str]]:
         try:
             with open(f"/proc/{entry}/stat") as fh:
                 stat = fh.read()
-            fields = stat[stat.rindex(")") + 2:].split()
+            fields = stat[stat.rindex(")") + 2 :].split()
             if int(fields[3]) != sid or fields[0] in ("Z", "X"):
                 continue
             with open(f"/proc/{entry}/cmdline", "rb") as fh:
@@ -232,14 +252,15 @@ class Server:
     def request(self, path: str, payload: dict | None = None, timeout: float = 300):
         """GET (payload None) or POST JSON to the server; returns the decoded JSON answer."""
         data = None if payload is None else json.dumps(payload).encode()
-        req = urllib.request.Request(self.base_url + path, data=data,
-                                     headers={"Content-Type": "application/json"})
+        req = urllib.request.Request(self.base_url + path, data=data, headers={"Content-Type": "application/json"})
         try:
             with urllib.request.urlopen(req, timeout=timeout) as resp:
                 body = resp.read().decode()
         except urllib.error.HTTPError as exc:
-            raise AssertionError(f"{path}: HTTP {exc.code}: {exc.read().decode(errors='replace')}"
-                                 f"\n--- server log (tail) ---\n{self.log()[-6000:]}") from None
+            raise AssertionError(
+                f"{path}: HTTP {exc.code}: {exc.read().decode(errors='replace')}"
+                f"\n--- server log (tail) ---\n{self.log()[-6000:]}"
+            ) from None
         return json.loads(body) if body else None
 
     def _answers(self) -> bool:
@@ -257,13 +278,17 @@ class Server:
                 raise ServerStartError(
                     f"sglang.launch_server exited with code {self.proc.returncode} before it was "
                     f"ready\n{sglang_errors(self.log())}--- server log (tail) ---\n"
-                    f"{self.log()[-12000:]}", leftovers)
+                    f"{self.log()[-12000:]}",
+                    leftovers,
+                )
             if "The server is fired up and ready to roll!" in self.log() and self._answers():
                 return
             time.sleep(0.5)
         leftovers = self.stop()
-        raise ServerStartError(f"sglang.launch_server not ready after {timeout:.0f}s\n"
-                               f"--- server log (tail) ---\n{self.log()[-12000:]}", leftovers)
+        raise ServerStartError(
+            f"sglang.launch_server not ready after {timeout:.0f}s\n--- server log (tail) ---\n{self.log()[-12000:]}",
+            leftovers,
+        )
 
     def stop(self, grace: float = 20.0) -> list[str]:
         """SIGTERM the server, then reap its session; returns what had to be SIGKILLed."""
@@ -309,8 +334,9 @@ def kill_all_active() -> None:
 class Runtime:
     """A line's SGLang venv plus variant overlays and the CPU harness. Create with :meth:`ensure`."""
 
-    def __init__(self, cache: Path | None = None, progress: Callable[[str], None] | None = None,
-                 line: str = "production"):
+    def __init__(
+        self, cache: Path | None = None, progress: Callable[[str], None] | None = None, line: str = "production"
+    ):
         from sglpatch.queue.line import find_line
         from sglpatch.upstream.pin import read_pin
 
@@ -319,9 +345,11 @@ class Runtime:
         self.sglang_version = self.pin.version
         self.requirements = requirements_file(self.sglang_version)
         if not self.requirements.is_file():
-            raise RuntimeError(f"the {line} line pins SGLang {self.sglang_version} but there is no "
-                               f"{self.requirements.name}: make it from `pip freeze --all` of a real "
-                               f"`pip install sglang=={self.sglang_version}` (see docs/testing.md)")
+            raise RuntimeError(
+                f"the {line} line pins SGLang {self.sglang_version} but there is no "
+                f"{self.requirements.name}: make it from `pip freeze --all` of a real "
+                f"`pip install sglang=={self.sglang_version}` (see docs/testing.md)"
+            )
         self.home = (cache or cache_dir()) / "runtime"
         self.venv = self.home / f"sglang-{self.sglang_version}"
         self.python = self.venv / "bin" / "python"
@@ -337,16 +365,18 @@ class Runtime:
     # -- set-up ---------------------------------------------------------------------------
 
     def _stamp_content(self) -> str:
-        return json.dumps({
-            "requirements_sha256": _sha256(self.requirements),
-            "python": sys.version.split()[0],
-        }, sort_keys=True)
+        return json.dumps(
+            {
+                "requirements_sha256": _sha256(self.requirements),
+                "python": sys.version.split()[0],
+            },
+            sort_keys=True,
+        )
 
     def is_complete(self) -> bool:
         """The stamp (written last) matches, and the venv's interpreter still resolves."""
         stamp = self.venv / STAMP
-        return (stamp.is_file() and stamp.read_text() == self._stamp_content()
-                and self.python.exists())
+        return stamp.is_file() and stamp.read_text() == self._stamp_content() and self.python.exists()
 
     def ensure(self) -> Runtime:
         with _locked(self.home / ".lock", self.progress):
@@ -364,15 +394,30 @@ class Runtime:
         if self.venv.exists():
             self.progress(f"{self.venv} is incomplete or outdated (stamp mismatch): rebuilding")
             shutil.rmtree(self.venv)
-        self.progress(f"creating SGLang {self.sglang_version}'s runtime venv at {self.venv} "
-                      "(one time: about 11 GB, several minutes)")
+        self.progress(
+            f"creating SGLang {self.sglang_version}'s runtime venv at {self.venv} "
+            "(one time: about 11 GB, several minutes)"
+        )
         subprocess.run([sys.executable, "-m", "venv", str(self.venv)], check=True)
         log = self.home / f"sglang-{self.sglang_version}.install.log"
         with open(log, "w") as fh:
             proc = subprocess.Popen(
-                [str(self.python), "-m", "pip", "install", "--no-deps", "--no-input",
-                 "--progress-bar", "off", "-r", str(self.requirements)],
-                stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+                [
+                    str(self.python),
+                    "-m",
+                    "pip",
+                    "install",
+                    "--no-deps",
+                    "--no-input",
+                    "--progress-bar",
+                    "off",
+                    "-r",
+                    str(self.requirements),
+                ],
+                stdout=fh,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+            )
             _ACTIVE.add(proc)
             try:
                 last_report = time.monotonic()
@@ -380,18 +425,18 @@ class Runtime:
                     time.sleep(1)
                     if time.monotonic() - last_report >= 20:
                         last_report = time.monotonic()
-                        self.progress(f"  pip install: {time.monotonic() - start:.0f}s, "
-                                      f"{_pip_status(log)}")
+                        self.progress(f"  pip install: {time.monotonic() - start:.0f}s, {_pip_status(log)}")
             finally:
                 if proc.poll() is None:
                     proc.kill()
                     proc.wait()
                 _ACTIVE.discard(proc)
         if proc.returncode != 0:
-            raise RuntimeError(f"pip install of {self.requirements.name} failed (exit {proc.returncode});"
-                               f" log: {log}\n{log.read_text()[-6000:]}")
-        check = subprocess.run([str(self.python), "-m", "pip", "check"],
-                               capture_output=True, text=True)
+            raise RuntimeError(
+                f"pip install of {self.requirements.name} failed (exit {proc.returncode});"
+                f" log: {log}\n{log.read_text()[-6000:]}"
+            )
+        check = subprocess.run([str(self.python), "-m", "pip", "check"], capture_output=True, text=True)
         if check.returncode != 0:
             raise RuntimeError(f"pip check failed in {self.venv}:\n{check.stdout}{check.stderr}")
         (self.venv / STAMP).write_text(self._stamp_content())
@@ -400,8 +445,7 @@ class Runtime:
     def build_stub(self) -> Path:
         """The CPU harness's stub libcuda.so.1 for this venv's native libraries (built once)."""
         stub = _load_harness_module("libcuda_stub")
-        return stub.build_stub(self._site_packages(), self.home / "cpu_harness",
-                               self._stamp_content())
+        return stub.build_stub(self._site_packages(), self.home / "cpu_harness", self._stamp_content())
 
     # -- variants -------------------------------------------------------------------------
 
@@ -430,8 +474,10 @@ class Runtime:
         wheels = [Path(path) for path, _ in build(self.line.root).wheels]
         fits = [w for w in wheels if "-py3-none-any" in w.name or f"-{self._python_tag()}-" in w.name]
         if not fits:
-            raise RuntimeError(f"no overlay wheel of the {self.line.name} line fits Python "
-                               f"{self._python_tag()}: {[w.name for w in wheels]}")
+            raise RuntimeError(
+                f"no overlay wheel of the {self.line.name} line fits Python "
+                f"{self._python_tag()}: {[w.name for w in wheels]}"
+            )
         return fits[0].resolve()
 
     def _pristine_wheel(self) -> Path:
@@ -453,15 +499,27 @@ class Runtime:
                     target.parent.mkdir(parents=True, exist_ok=True)
                     tmp = Path(tempfile.mkdtemp(prefix=f".{digest[:12]}-", dir=target.parent))
                     try:
-                        subprocess.run([str(self.python), "-m", "pip", "install", "--no-deps",
-                                        "--no-input", "--target", str(tmp), str(wheel)],
-                                       check=True, capture_output=True, text=True)
+                        subprocess.run(
+                            [
+                                str(self.python),
+                                "-m",
+                                "pip",
+                                "install",
+                                "--no-deps",
+                                "--no-input",
+                                "--target",
+                                str(tmp),
+                                str(wheel),
+                            ],
+                            check=True,
+                            capture_output=True,
+                            text=True,
+                        )
                         if target.exists():
                             shutil.rmtree(target)
                         os.replace(tmp, target)  # atomic: a half-made overlay is never seen
                     except subprocess.CalledProcessError as exc:
-                        raise RuntimeError(f"overlay install of {wheel} failed:\n{exc.stdout}"
-                                           f"{exc.stderr}") from None
+                        raise RuntimeError(f"overlay install of {wheel} failed:\n{exc.stdout}{exc.stderr}") from None
                     finally:
                         shutil.rmtree(tmp, ignore_errors=True)
             self._overlays[wheel] = target
@@ -469,8 +527,9 @@ class Runtime:
 
     # -- running --------------------------------------------------------------------------
 
-    def env(self, variant: str | os.PathLike | None, extra: Mapping[str, str] | None = None,
-            *, harness: bool | None = None) -> dict[str, str]:
+    def env(
+        self, variant: str | os.PathLike | None, extra: Mapping[str, str] | None = None, *, harness: bool | None = None
+    ) -> dict[str, str]:
         """Environment for a runtime process: variant overlay first on the path, then the harness
         directory (its sitecustomize activates the CPU harness when ``harness``; default: no GPU).
         ``variant=None``: no sglang at all (e.g. the model builders, which need only torch)."""
@@ -492,8 +551,15 @@ class Runtime:
         env.update(extra or {})
         return env
 
-    def run(self, script: str, *, variant: str | None, timeout: float = 600,
-            env: Mapping[str, str] | None = None, harness: bool | None = None) -> RunResult:
+    def run(
+        self,
+        script: str,
+        *,
+        variant: str | None,
+        timeout: float = 600,
+        env: Mapping[str, str] | None = None,
+        harness: bool | None = None,
+    ) -> RunResult:
         """Run Python source ``script`` in the runtime (variant first on the path, harness active),
         in a fresh session; capture stdout/stderr as text. The script is a file ``main.py`` in a
         temporary working directory, so SGLang's spawned workers can re-import it (guard engine
@@ -507,9 +573,15 @@ class Runtime:
             out_path, err_path = workdir / "stdout.txt", workdir / "stderr.txt"
             args = [str(self.python), str(main)]
             with open(out_path, "w") as out, open(err_path, "w") as err:
-                proc = subprocess.Popen(args, cwd=workdir, env=self.env(variant, env, harness=harness),
-                                        stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                                        start_new_session=True)
+                proc = subprocess.Popen(
+                    args,
+                    cwd=workdir,
+                    env=self.env(variant, env, harness=harness),
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=err,
+                    start_new_session=True,
+                )
             _ACTIVE.add(proc)
             try:
                 proc.wait(timeout=timeout)
@@ -517,8 +589,9 @@ class Runtime:
                 _kill_group(proc)
                 proc.wait()
                 reap_session(proc.pid, grace=0)
-                raise RunTimeout(args, timeout, out_path.read_text(errors="replace"),
-                                 err_path.read_text(errors="replace")) from None
+                raise RunTimeout(
+                    args, timeout, out_path.read_text(errors="replace"), err_path.read_text(errors="replace")
+                ) from None
             except BaseException:  # KeyboardInterrupt: never leave SGLang running
                 _kill_group(proc)
                 proc.wait()
@@ -527,15 +600,23 @@ class Runtime:
             finally:
                 _ACTIVE.discard(proc)
             leftovers = reap_session(proc.pid, grace=self.leftover_grace)
-            result = RunResult(args, proc.returncode, out_path.read_text(errors="replace"),
-                               err_path.read_text(errors="replace"))
+            result = RunResult(
+                args, proc.returncode, out_path.read_text(errors="replace"), err_path.read_text(errors="replace")
+            )
             result.leftovers = leftovers
             return result
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
 
-    def launch_server(self, args: list[str], *, variant: str, timeout: float = 600,
-                      env: Mapping[str, str] | None = None, harness: bool | None = None) -> Server:
+    def launch_server(
+        self,
+        args: list[str],
+        *,
+        variant: str,
+        timeout: float = 600,
+        env: Mapping[str, str] | None = None,
+        harness: bool | None = None,
+    ) -> Server:
         """Start ``python -m sglang.launch_server <args> --host 127.0.0.1 --port <free>`` in its own
         session and wait until it logs that it is ready (after its warm-up request, unless
         ``--skip-server-warmup``) and answers ``/model_info``. Raises
@@ -543,12 +624,17 @@ class Runtime:
         workdir = Path(tempfile.mkdtemp(prefix="sglpatch-server-"))
         port = free_port()
         log_path = workdir / "server.log"
-        cmd = [str(self.python), "-m", "sglang.launch_server", *args,
-               "--host", "127.0.0.1", "--port", str(port)]
+        cmd = [str(self.python), "-m", "sglang.launch_server", *args, "--host", "127.0.0.1", "--port", str(port)]
         with open(log_path, "w") as log:
-            proc = subprocess.Popen(cmd, cwd=workdir, env=self.env(variant, env, harness=harness),
-                                    stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                    start_new_session=True)
+            proc = subprocess.Popen(
+                cmd,
+                cwd=workdir,
+                env=self.env(variant, env, harness=harness),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         _ACTIVE.add(proc)
         server = Server(proc, f"http://127.0.0.1:{port}", log_path, workdir)
         try:
@@ -562,8 +648,7 @@ class Runtime:
 def emit_snippet() -> str:
     """Python source defining ``emit(obj)``: print one result line that :meth:`RunResult.result`
     reads back."""
-    return (f"def emit(obj):\n    import json, sys\n"
-            f"    print({RESULT_MARKER!r} + json.dumps(obj), flush=True)\n")
+    return f"def emit(obj):\n    import json, sys\n    print({RESULT_MARKER!r} + json.dumps(obj), flush=True)\n"
 
 
 def _pip_status(path: Path) -> str:

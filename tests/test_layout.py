@@ -85,8 +85,11 @@ def layer_of(module: str, layers=LAYERS) -> int:
 
 
 def upward_imports(found: list[Import], layers=LAYERS) -> list[str]:
-    return [f"{i.importer}:{i.line} imports {i.target}, a higher layer"
-            for i in found if layer_of(i.target, layers) > layer_of(i.importer, layers)]
+    return [
+        f"{i.importer}:{i.line} imports {i.target}, a higher layer"
+        for i in found
+        if layer_of(i.target, layers) > layer_of(i.importer, layers)
+    ]
 
 
 def unlayered(modules, layers=LAYERS) -> list[str]:
@@ -99,9 +102,14 @@ def package_of(module: str, modules: dict[str, Path]) -> str:
 
 def private_crossings(found: list[Import], modules: dict[str, Path]) -> list[str]:
     """A ``_name`` taken from a module of another package: a private name is its package's own."""
-    return [f"{i.importer}:{i.line} takes {i.name} from {i.target}" for i in found
-            if i.name and i.name.startswith("_") and not i.name.startswith("__")
-            and package_of(i.importer, modules) != package_of(i.target, modules)]
+    return [
+        f"{i.importer}:{i.line} takes {i.name} from {i.target}"
+        for i in found
+        if i.name
+        and i.name.startswith("_")
+        and not i.name.startswith("__")
+        and package_of(i.importer, modules) != package_of(i.target, modules)
+    ]
 
 
 def circles(found: list[Import]) -> list[list[str]]:
@@ -173,12 +181,16 @@ def test_no_private_name_crosses_a_package(house):
 def test_the_top_package_holds_few_modules_and_none_is_long():
     top = [p.name for p in (REPO_ROOT / "sglpatch").glob("*.py")]
     assert len(top) <= 8, top
-    long = {str(p.relative_to(REPO_ROOT)): n for p in (REPO_ROOT / "sglpatch").rglob("*.py")
-            if (n := len(p.read_text().splitlines())) > 500}
+    long = {
+        str(p.relative_to(REPO_ROOT)): n
+        for p in (REPO_ROOT / "sglpatch").rglob("*.py")
+        if (n := len(p.read_text().splitlines())) > 500
+    }
     assert long == {}
 
 
 # ---------------------------------------------------------------- twins: each rule fires
+
 
 def _toy(tmp_path: Path, files: dict[str, str]) -> tuple[dict[str, Path], list[Import]]:
     for rel, text in files.items():
@@ -193,30 +205,44 @@ TOY_LAYERS = [["pkg.low"], ["pkg.high"], ["pkg"]]
 
 
 def test_an_import_up_the_layers_is_found_even_inside_a_function(tmp_path):
-    modules, found = _toy(tmp_path, {
-        "pkg/__init__.py": "", "pkg/low/__init__.py": "", "pkg/high/__init__.py": "",
-        "pkg/high/a.py": "from pkg.low import b\n",  # down: fine
-        "pkg/low/b.py": "def f():\n    from ..high import a\n",  # up, at call time
-    })
+    modules, found = _toy(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/low/__init__.py": "",
+            "pkg/high/__init__.py": "",
+            "pkg/high/a.py": "from pkg.low import b\n",  # down: fine
+            "pkg/low/b.py": "def f():\n    from ..high import a\n",  # up, at call time
+        },
+    )
     assert upward_imports(found, TOY_LAYERS) == ["pkg.low.b:2 imports pkg.high.a, a higher layer"]
 
 
 def test_a_circle_under_type_checking_is_found(tmp_path):
-    modules, found = _toy(tmp_path, {
-        "pkg/__init__.py": "", "pkg/low/__init__.py": "",
-        "pkg/low/a.py": "from .b import thing\n",
-        "pkg/low/b.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .a import other\n",
-    })
+    modules, found = _toy(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/low/__init__.py": "",
+            "pkg/low/a.py": "from .b import thing\n",
+            "pkg/low/b.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .a import other\n",
+        },
+    )
     assert circles(found) == [["pkg.low.a", "pkg.low.b"]]
 
 
 def test_a_private_name_from_another_package_is_found_and_one_from_its_own_is_not(tmp_path):
-    modules, found = _toy(tmp_path, {
-        "pkg/__init__.py": "", "pkg/low/__init__.py": "", "pkg/high/__init__.py": "",
-        "pkg/low/a.py": "_secret = 1\n",
-        "pkg/low/b.py": "from .a import _secret\n",  # same package: its own
-        "pkg/high/c.py": "from pkg.low.a import _secret, __doc__\n",
-    })
+    modules, found = _toy(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/low/__init__.py": "",
+            "pkg/high/__init__.py": "",
+            "pkg/low/a.py": "_secret = 1\n",
+            "pkg/low/b.py": "from .a import _secret\n",  # same package: its own
+            "pkg/high/c.py": "from pkg.low.a import _secret, __doc__\n",
+        },
+    )
     assert private_crossings(found, modules) == ["pkg.high.c:1 takes _secret from pkg.low.a"]
 
 

@@ -47,8 +47,9 @@ def record(out: Path) -> None:
             for name, argv in RUNS:
                 if line == "latest" and name.startswith("rebase-") and name != "rebase-0.5.23":
                     continue
-                proc = subprocess.run([sys.executable, "build.py", "--line", line, *argv], cwd=root,
-                                      capture_output=True, text=True)
+                proc = subprocess.run(
+                    [sys.executable, "build.py", "--line", line, *argv], cwd=root, capture_output=True, text=True
+                )
                 body = _normalise(proc.stdout, root)
                 (out / f"{line}.{name}.out").write_text(f"exit {proc.returncode}\n{body}")
                 print(f"{line} {name}: exit {proc.returncode}", file=sys.stderr)

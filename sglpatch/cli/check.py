@@ -17,7 +17,7 @@ target and draft models (model runner, CUDA graph runners, speculative workers, 
 report every member each selected model lacks while its inner language model has it, the EAGLE-3
 capture-layer wiring, and the other named checks. Static (ast only): no GPU, no SGLang import.
 
-Default tree: the patched work tree build/src. Default model: {', '.join(DEFAULT_MODELS)}.
+Default tree: the patched work tree build/src. Default model: {", ".join(DEFAULT_MODELS)}.
 Gaps are split by the production launch ({LAUNCH_FILE}'s replica command: TP 8, EAGLE-3,
 CUDA graphs): a gap is on its path when a site that needs the member sits only under features
 that launch turns on (or that the tree leaves on by default).
@@ -28,19 +28,34 @@ failing its EAGLE-3 interface, a contract that could not be derived, or a failin
 
 
 def register_cli(sub, common) -> None:
-    p = sub.add_parser("check", parents=[common], help=HELP, description=DESCRIPTION,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = sub.add_parser(
+        "check",
+        parents=[common],
+        help=HELP,
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     where = p.add_mutually_exclusive_group()
-    where.add_argument("--tree", type=Path, metavar="PATH",
-                       help="any checkout laid out like upstream's repository (python/sglang/...)")
-    where.add_argument("--version", dest="upstream_version", metavar="V",
-                       help="a pristine SGLang release (fetched from PyPI and cached)")
-    p.add_argument("--model", action="append", dest="models", metavar="NAME",
-                   help=f"model class to check (repeatable; default: {', '.join(DEFAULT_MODELS)})")
-    p.add_argument("--all-models", action="store_true",
-                   help="check every wrapper model in the tree (plus any --model)")
-    p.add_argument("--contract", action="store_true",
-                   help="also list the derived contract (every member, its guards and sites)")
+    where.add_argument(
+        "--tree", type=Path, metavar="PATH", help="any checkout laid out like upstream's repository (python/sglang/...)"
+    )
+    where.add_argument(
+        "--version",
+        dest="upstream_version",
+        metavar="V",
+        help="a pristine SGLang release (fetched from PyPI and cached)",
+    )
+    p.add_argument(
+        "--model",
+        action="append",
+        dest="models",
+        metavar="NAME",
+        help=f"model class to check (repeatable; default: {', '.join(DEFAULT_MODELS)})",
+    )
+    p.add_argument("--all-models", action="store_true", help="check every wrapper model in the tree (plus any --model)")
+    p.add_argument(
+        "--contract", action="store_true", help="also list the derived contract (every member, its guards and sites)"
+    )
     p.set_defaults(func=handler)
 
 
@@ -54,6 +69,7 @@ def resolve_tree(args) -> Path:
     if getattr(args, "upstream_version", None):
         from sglpatch.upstream import source
         from sglpatch.upstream.pin import read_pin
+
         try:
             pin = read_pin(root)  # verifies the pinned release's artifact against the pin
         except UserError:
@@ -61,8 +77,9 @@ def resolve_tree(args) -> Path:
         return source.pristine_tree(args.upstream_version, pin)
     tree = root / "build" / "src"
     if not (tree / "python" / "sglang").is_dir():
-        raise UserError(f"no patched work tree at {tree}",
-                        "run `python build.py prepare` first, or pass --tree PATH or --version V")
+        raise UserError(
+            f"no patched work tree at {tree}", "run `python build.py prepare` first, or pass --tree PATH or --version V"
+        )
     return tree
 
 
@@ -73,6 +90,7 @@ def _root(args) -> Path:
 def handler(args) -> int:
     from sglpatch.contract import named
     from sglpatch.contract.findings import REGISTRY
+
     tree = resolve_tree(args)
     an = named.analysis_for(tree)
     launch = production_launch(_root(args), an.tree)
@@ -94,11 +112,13 @@ def handler(args) -> int:
             data["contract"] = {k: v for k, v in data["contract"].items() if k in ("patterns", "problems")} | {
                 "target_members": len(report.contract.target),
                 "required": sorted(i.label for i in report.contract.target.values() if i.required),
-                "draft_members": len(report.contract.draft)}
+                "draft_members": len(report.contract.draft),
+            }
         data["checks"] = {name: {"passed": ok, "detail": detail or None} for name, ok, detail in extra}
         data["exit"] = code
         emit(args, data, "")
     else:
         from sglpatch.contract.render import render
+
         emit(args, {}, render(report, extra_checks=extra, show_contract=args.contract))
     return code

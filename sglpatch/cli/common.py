@@ -15,10 +15,13 @@ def emit(args, data: dict, text: str) -> None:
 
 def writes(name: str):
     """A command that changes the line: it holds the line's lock from start to end."""
+
     def wrap(handler):
         @functools.wraps(handler)
         def run(args):
             with line_lock(args.root, f"`build.py {name}`"):
                 return handler(args)
+
         return run
+
     return wrap

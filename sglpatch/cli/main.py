@@ -17,8 +17,10 @@ from sglpatch.queue import transaction
 from sglpatch.queue.line import find_line, line_of
 
 # git's words for an object store that lost or garbled objects (git fsck's and read errors)
-_DAMAGED = re.compile(r"bad (tree )?object|unable to read (tree|sha1 file)|missing (blob|tree|commit)|"
-                      r"is corrupt|corrupt (loose|pack)|invalid object|broken link")
+_DAMAGED = re.compile(
+    r"bad (tree )?object|unable to read (tree|sha1 file)|missing (blob|tree|commit)|"
+    r"is corrupt|corrupt (loose|pack)|invalid object|broken link"
+)
 
 
 def _terminated(signum, frame):
@@ -45,24 +47,32 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except GitError as exc:
         if (signum := killing_signal(exc)) is not None:
-            error(f"interrupted: git {exc.command[1] if len(exc.command) > 1 else ''} was stopped by "
-                  f"signal {signum}; nothing was lost: {_after_interrupt(args)}")
+            error(
+                f"interrupted: git {exc.command[1] if len(exc.command) > 1 else ''} was stopped by "
+                f"signal {signum}; nothing was lost: {_after_interrupt(args)}"
+            )
             return 130
         said = [l.strip().strip("'") for l in (exc.stderr or "").replace("stderr: '", "").splitlines() if l.strip()]
         lock = next((m for l in said for m in [re.search(r"'?(/\S+\.lock)'?", l)] if m), None)
         if lock:
-            error(f"git found {lock.group(1)}: another git command is running there, or one was killed: "
-                  f"if none runs, remove it (`rm {lock.group(1)}`) and rerun")
+            error(
+                f"git found {lock.group(1)}: another git command is running there, or one was killed: "
+                f"if none runs, remove it (`rm {lock.group(1)}`) and rerun"
+            )
             return 2
         damage = next((l for l in said if _DAMAGED.search(l)), None)
         if damage:
             work = Path(args.root) / "build" / "src"
-            error(f"git found a damaged repository ({damage}): `git -C {work} fsck` shows the damage; "
-                  f"save what you need from {work}, move it aside and run `python build.py prepare` "
-                  "(patches/ is untouched)")
+            error(
+                f"git found a damaged repository ({damage}): `git -C {work} fsck` shows the damage; "
+                f"save what you need from {work}, move it aside and run `python build.py prepare` "
+                "(patches/ is untouched)"
+            )
             return 2
-        error(f"git {exc.command[1] if len(exc.command) > 1 else ''} failed: "
-              f"{said[-1] if said else exc.status}: nothing was lost; rerun, or run `build.py undo`")
+        error(
+            f"git {exc.command[1] if len(exc.command) > 1 else ''} failed: "
+            f"{said[-1] if said else exc.status}: nothing was lost; rerun, or run `build.py undo`"
+        )
         return 2
     except OSError as exc:
         error(f"{exc.strerror or exc}: {exc.filename or ''}: check the path and its permissions")
@@ -77,8 +87,10 @@ def _after_interrupt(args) -> str:
     try:
         line = line_of(args.root)
         if transaction.rebase_in_progress(line):
-            return (f"`{line.command('rebase', '--continue')}` carries on, "
-                    f"`{line.command('rebase', '--abort')}` returns to the state before the rebase")
+            return (
+                f"`{line.command('rebase', '--continue')}` carries on, "
+                f"`{line.command('rebase', '--abort')}` returns to the state before the rebase"
+            )
     except Exception:  # the message must never fail
         pass
     if transaction.COMPLETED:
@@ -99,8 +111,9 @@ def console() -> int:
     """The ``sglpatch`` command: `python build.py` for the checkout the current directory is in."""
     root = checkout_of(Path.cwd().resolve())
     if root is None:
-        error(f"{Path.cwd()} is not inside a checkout of the patch repository (no build.py and "
-              "upstream.toml above it): cd into one")
+        error(
+            f"{Path.cwd()} is not inside a checkout of the patch repository (no build.py and "
+            "upstream.toml above it): cd into one"
+        )
         return 2
     return main(["--root", str(root), *sys.argv[1:]])
-

@@ -18,26 +18,34 @@ from sglpatch.upstream.pin import read_pin
 
 # ---------------------------------------------------------------- handlers
 
+
 @writes("build")
 def cmd_build(args) -> int:
     result = build_module.build(args.root)
-    emit(args, result.to_json(),
-         f"upstream  SGLang {result.pin.version} ({result.pin.tag}, {result.pin.commit or 'no commit pinned'})\n"
-         f"patches   {len(result.applied)} applied: {', '.join(result.applied) or 'none'}\n"
-         + "\n".join(f"wheel     {path}\nsha256    {sha}" for path, sha in result.wheels))
+    emit(
+        args,
+        result.to_json(),
+        f"upstream  SGLang {result.pin.version} ({result.pin.tag}, {result.pin.commit or 'no commit pinned'})\n"
+        f"patches   {len(result.applied)} applied: {', '.join(result.applied) or 'none'}\n"
+        + "\n".join(f"wheel     {path}\nsha256    {sha}" for path, sha in result.wheels),
+    )
     return 0
 
 
 @writes("prepare")
 def cmd_prepare(args) -> int:
     pin, series, base, queue = prepare_tree(args.root)
-    emit(args, {"base": base, "work_tree": str(queue.path), "applied": series.names},
-         f"work tree {queue.path}: SGLang {pin.version} + {len(series.names)} patches")
+    emit(
+        args,
+        {"base": base, "work_tree": str(queue.path), "applied": series.names},
+        f"work tree {queue.path}: SGLang {pin.version} + {len(series.names)} patches",
+    )
     return 0
 
 
 def cmd_status(args) -> int:
     from sglpatch.queue.rebase import progress
+
     transaction.recover_if_idle(args.root)
     rebase = progress(args.root)
     if rebase:  # the work tree holds the rebase, not the series: say where it stands
@@ -46,8 +54,11 @@ def cmd_status(args) -> int:
     queue = PatchQueue(args.root)
     rows = queue.status()
     dirty = queue.is_dirty()
-    data = {"work_tree": str(queue.path), "dirty": dirty,
-            "patches": [{"name": r.name, "applied": r.applied, "files": list(r.files)} for r in rows]}
+    data = {
+        "work_tree": str(queue.path),
+        "dirty": dirty,
+        "patches": [{"name": r.name, "applied": r.applied, "files": list(r.files)} for r in rows],
+    }
     lines = [f"{'+' if r.applied else '-'} {r.name}  ({', '.join(r.files)})" for r in rows]
     if dirty:
         lines.append("work tree has uncommitted edits (refresh or new NAME to keep them)")
@@ -87,16 +98,21 @@ def _message_file(name: str) -> str:
 
 def cmd_undo(args) -> int:
     entry = transaction.undo(args.root)
-    emit(args, {"undone": entry.op, "entry": entry.sha},
-         f"undid `{entry.op}`: the line is as it was before it")
+    emit(args, {"undone": entry.op, "entry": entry.sha}, f"undid `{entry.op}`: the line is as it was before it")
     return 0
 
 
 def cmd_log(args) -> int:
     entries = transaction.log(line_of(args.root))
-    emit(args, {"entries": [e.__dict__ for e in entries]},
-         "\n".join(f"{e.sha[:12]}  {e.date}  {e.op}" + (f"  ({e.summary.splitlines()[0]})" if e.summary else "")
-                   for e in entries) or "no operation is recorded for this line")
+    emit(
+        args,
+        {"entries": [e.__dict__ for e in entries]},
+        "\n".join(
+            f"{e.sha[:12]}  {e.date}  {e.op}" + (f"  ({e.summary.splitlines()[0]})" if e.summary else "")
+            for e in entries
+        )
+        or "no operation is recorded for this line",
+    )
     return 0
 
 
@@ -108,36 +124,54 @@ def cmd_refresh(args) -> int:
 
 def cmd_export(args) -> int:
     paths = PatchQueue(args.root).export()
-    emit(args, {"exported": [str(p) for p in paths]}, "\n".join(f"exported {p}" for p in paths)
-         or "no patch is applied")
+    emit(
+        args, {"exported": [str(p) for p in paths]}, "\n".join(f"exported {p}" for p in paths) or "no patch is applied"
+    )
     return 0
 
 
 def cmd_lines(args) -> int:
     if args.add:
         line = add_line(args.repo_root, args.add, args.source, bare=args.bare, release=args.release)
-        what = (f"bare, on SGLang {read_pin(line.root).version}, no patches; add them with "
-                f"`{line.command('new', 'NAME')}`" if args.bare else f"a copy of the {args.source} line")
-        emit(args, {"added": line.name, "directory": str(line.root), "bare": args.bare},
-             f"added line {line.name} in {line.root.relative_to(args.repo_root)}: {what}; "
-             f"move it with `{line.command('rebase', '--onto', 'VERSION')}`")
+        what = (
+            f"bare, on SGLang {read_pin(line.root).version}, no patches; add them with `{line.command('new', 'NAME')}`"
+            if args.bare
+            else f"a copy of the {args.source} line"
+        )
+        emit(
+            args,
+            {"added": line.name, "directory": str(line.root), "bare": args.bare},
+            f"added line {line.name} in {line.root.relative_to(args.repo_root)}: {what}; "
+            f"move it with `{line.command('rebase', '--onto', 'VERSION')}`",
+        )
         return 0
     if args.bare or args.release:
         raise UserError("--bare and --release go with --add NAME", "e.g. `python build.py lines --add exp --bare`")
     rows: list[dict] = []
     for line in all_lines(args.repo_root):
         pin = read_pin(line.root)
-        rows.append({"line": line.name, "directory": str(line.root.relative_to(args.repo_root) or "."),
-                     "upstream": pin.version, "commit": pin.commit, "version": pin.local_version,
-                     "patches": read_series_names(line.root)})
+        rows.append(
+            {
+                "line": line.name,
+                "directory": str(line.root.relative_to(args.repo_root) or "."),
+                "upstream": pin.version,
+                "commit": pin.commit,
+                "version": pin.local_version,
+                "patches": read_series_names(line.root),
+            }
+        )
     width = max(len(r["line"]) for r in rows)
-    text = "\n".join(f"{r['line']:<{width}}  SGLang {r['upstream']:<8} {r['version']:<16} "
-                     f"{len(r['patches'])} patches  ({r['directory']})" for r in rows)
+    text = "\n".join(
+        f"{r['line']:<{width}}  SGLang {r['upstream']:<8} {r['version']:<16} "
+        f"{len(r['patches'])} patches  ({r['directory']})"
+        for r in rows
+    )
     emit(args, {"lines": rows}, text)
     return 0
 
 
 # ---------------------------------------------------------------- their subparsers
+
 
 def register_cli(sub, common) -> None:
     def add(name, func, help_text):
@@ -149,8 +183,9 @@ def register_cli(sub, common) -> None:
     add("prepare", cmd_prepare, "import the pinned upstream and apply the series into build/src")
     add("status", cmd_status, "which patches are applied and which files they touch")
     for name, func, help_text in (
-            ("push", cmd_push, "apply the next patch, up to and including NAME, or --all"),
-            ("pop", cmd_pop, "unapply the top patch, down to and including NAME, or --all")):
+        ("push", cmd_push, "apply the next patch, up to and including NAME, or --all"),
+        ("pop", cmd_pop, "unapply the top patch, down to and including NAME, or --all"),
+    ):
         cmd = add(name, func, help_text)
         cmd.add_argument("name", nargs="?", metavar="NAME", help="a patch of the series (e.g. 0002-foo.patch)")
         cmd.add_argument("--all", action="store_true", help="every patch")
@@ -164,10 +199,19 @@ def register_cli(sub, common) -> None:
     add("log", cmd_log, "the line's operations, newest first (what `undo` steps back through)")
     cmd = add("lines", cmd_lines, "list the maintained lines, or start a new one with --add")
     cmd.add_argument("--add", metavar="NAME", help="start line NAME as a copy of --from's pin and series")
-    cmd.add_argument("--from", dest="source", default=PRODUCTION, metavar="LINE",
-                     help=f"the line --add copies (default: {PRODUCTION})")
-    cmd.add_argument("--bare", action="store_true",
-                     help="an empty series with none of --from's checks, label or accepted findings; "
-                          "writes no CHANGELOG entries ([series] changelog in its pin)")
-    cmd.add_argument("--release", metavar="VERSION",
-                     help="with --bare: pin this SGLang release from PyPI (default: --from's)")
+    cmd.add_argument(
+        "--from",
+        dest="source",
+        default=PRODUCTION,
+        metavar="LINE",
+        help=f"the line --add copies (default: {PRODUCTION})",
+    )
+    cmd.add_argument(
+        "--bare",
+        action="store_true",
+        help="an empty series with none of --from's checks, label or accepted findings; "
+        "writes no CHANGELOG entries ([series] changelog in its pin)",
+    )
+    cmd.add_argument(
+        "--release", metavar="VERSION", help="with --bare: pin this SGLang release from PyPI (default: --from's)"
+    )

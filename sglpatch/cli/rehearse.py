@@ -8,8 +8,13 @@ from sglpatch.queue.line import all_lines, find_line
 from sglpatch.queue.rebase import needs_a_maintainer
 from sglpatch.queue.rehearse import rehearse
 
-VERDICT_MARKS = {"clean": "clean", "merged": "merged", "conflict": "CONFLICT", "suspect": "SUSPECT",
-                 "obsolete": "obsolete"}
+VERDICT_MARKS = {
+    "clean": "clean",
+    "merged": "merged",
+    "conflict": "CONFLICT",
+    "suspect": "SUSPECT",
+    "obsolete": "obsolete",
+}
 
 
 def format_rehearsal(data: dict) -> str:
@@ -20,30 +25,35 @@ def format_rehearsal(data: dict) -> str:
     names = data["patches"]
     width = max([len(n) for n in names] + [5])
     columns = [r["onto"] for r in data["releases"]]
-    cells = {(p["name"], r["onto"]): VERDICT_MARKS.get(p["verdict"], p["verdict"])
-             for r in data["releases"] for p in r["patches"]}
+    cells = {
+        (p["name"], r["onto"]): VERDICT_MARKS.get(p["verdict"], p["verdict"])
+        for r in data["releases"]
+        for p in r["patches"]
+    }
     col = max([len(c) for c in columns] + [len(m) for m in VERDICT_MARKS.values()])
     rows = [f"{'patch':<{width}}  " + "  ".join(f"{c:<{col}}" for c in columns)]
-    rows += [f"{n:<{width}}  " + "  ".join(f"{cells.get((n, c), '-'):<{col}}" for c in columns)
-             for n in names]
+    rows += [f"{n:<{width}}  " + "  ".join(f"{cells.get((n, c), '-'):<{col}}" for c in columns) for n in names]
     return "\n".join([title, *(row.rstrip() for row in rows)])
 
 
 def handler(args) -> int:
-    chosen = ([find_line(args.repo_root, args.line)] if getattr(args, "line", None)
-              else all_lines(args.repo_root))
+    chosen = [find_line(args.repo_root, args.line)] if getattr(args, "line", None) else all_lines(args.repo_root)
     results = [rehearse(line.root, args.releases or None) for line in chosen]
     emit(args, {"lines": results}, "" if args.json else "\n\n".join(format_rehearsal(r) for r in results))
     return 1 if any(needs_a_maintainer(r["patches"]) for line in results for r in line["releases"]) else 0
 
 
 def register_cli(sub, common) -> None:
-    cmd = sub.add_parser("rehearse", parents=[common],
-                         help="dry-run rebase every line onto every newer release (a bump rehearsal)",
-                         description="For each line (or --line), a dry-run `rebase --onto` of its "
-                                     "series onto every SGLang release newer than its pin, each "
-                                     "from the pin: a verdict table per line. Changes nothing; "
-                                     "exits 1 when any patch conflicts or is suspect.")
-    cmd.add_argument("releases", nargs="*", metavar="VERSION",
-                     help="only these releases (default: every newer release on the index)")
+    cmd = sub.add_parser(
+        "rehearse",
+        parents=[common],
+        help="dry-run rebase every line onto every newer release (a bump rehearsal)",
+        description="For each line (or --line), a dry-run `rebase --onto` of its "
+        "series onto every SGLang release newer than its pin, each "
+        "from the pin: a verdict table per line. Changes nothing; "
+        "exits 1 when any patch conflicts or is suspect.",
+    )
+    cmd.add_argument(
+        "releases", nargs="*", metavar="VERSION", help="only these releases (default: every newer release on the index)"
+    )
     cmd.set_defaults(func=handler)

@@ -32,6 +32,18 @@ from sglpatch.contract.rules.terms import Contract, ContractItem
 from sglpatch.contract.rules.verdicts import MemberStatus, ModelReport
 from sglpatch.contract.rules.wiring import WiringResult
 
-__all__ = ["check_tree", "Report", "ModelReport", "MemberStatus", "Contract", "ContractItem",
-           "Analysis", "WiringResult", "DEFAULT_MODELS", "PATTERNS", "PROPAGATION", "FEATURES",
-           "CHECK_NAMES"]
+__all__ = [
+    "check_tree",
+    "Report",
+    "ModelReport",
+    "MemberStatus",
+    "Contract",
+    "ContractItem",
+    "Analysis",
+    "WiringResult",
+    "DEFAULT_MODELS",
+    "PATTERNS",
+    "PROPAGATION",
+    "FEATURES",
+    "CHECK_NAMES",
+]

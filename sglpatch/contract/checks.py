@@ -20,6 +20,7 @@ __all__ = ["REGISTRY", "Check", "CheckResult", "Finding", "register", "run_check
 def run_check(name: str, tree: Path) -> CheckResult:
     _load_check_modules()
     from sglpatch.errors import UserError
+
     if name not in REGISTRY:
         known = ", ".join(sorted(REGISTRY)) or "none"
         raise UserError(f"unknown check '{name}'", f"known checks: {known}")

@@ -28,6 +28,7 @@ DEFAULT_MODELS = ("KimiK25ForConditionalGeneration",)
 
 # ---------------------------------------------------------------- the report
 
+
 @dataclass
 class Report:
     tree: str
@@ -75,14 +76,23 @@ class Report:
         return next((m for m in self.models if m.name == name or m.qualname == name), None)
 
     def to_json(self) -> dict:
-        return {"tree": self.tree, "version": self.version, "passed": self.passed, "gaps": self.gaps,
-                "production_gaps": self.production_gaps, "other_gaps": self.gaps - self.production_gaps,
-                "production": self.launch.to_json() if self.launch else None,
-                "eagle3_failures": self.eagle3_failures,
-                "problems": self.problems, "models": [m.to_json(self.in_production) for m in self.models],
-                "wiring": self.wiring.to_json(), "wrappers": self.wrappers,
-                "contract": self.contract.to_json(), "seconds": round(self.seconds, 3),
-                "syntax_errors": self.syntax_errors}
+        return {
+            "tree": self.tree,
+            "version": self.version,
+            "passed": self.passed,
+            "gaps": self.gaps,
+            "production_gaps": self.production_gaps,
+            "other_gaps": self.gaps - self.production_gaps,
+            "production": self.launch.to_json() if self.launch else None,
+            "eagle3_failures": self.eagle3_failures,
+            "problems": self.problems,
+            "models": [m.to_json(self.in_production) for m in self.models],
+            "wiring": self.wiring.to_json(),
+            "wrappers": self.wrappers,
+            "contract": self.contract.to_json(),
+            "seconds": round(self.seconds, 3),
+            "syntax_errors": self.syntax_errors,
+        }
 
 
 class Analysis:
@@ -134,8 +144,9 @@ class Analysis:
                 return m.group(1)
         p = self.path / "python" / "sglang" / "_version.py"
         if p.is_file():
-            m = re.search(r"""^__version__\s*=\s*(?:version\s*=\s*)?['"]([^'"]+)['"]""",
-                          p.read_text(errors="replace"), re.M)
+            m = re.search(
+                r"""^__version__\s*=\s*(?:version\s*=\s*)?['"]([^'"]+)['"]""", p.read_text(errors="replace"), re.M
+            )
             if m:
                 return m.group(1)
         return None
@@ -144,9 +155,10 @@ class Analysis:
         refs = self.classes.by_name(name)
         models = [r for r in refs if r.module.startswith("sglang.srt.models.")]
         if not (models or refs):
-            raise UserError(f"no model class '{name}' in {self.path}",
-                            "name a class defined under python/sglang/srt/models/ "
-                            "(see `check --all-models`)")
+            raise UserError(
+                f"no model class '{name}' in {self.path}",
+                "name a class defined under python/sglang/srt/models/ (see `check --all-models`)",
+            )
         return (models or refs)[0]
 
     def wrappers(self, workers: int = 2, *, prefilter: bool = True) -> list[ClassRef]:
@@ -244,23 +256,37 @@ def class_facts(mod) -> list[tuple[str, frozenset, bool, frozenset, bool]]:
     for cur, nxt in zip(found, found[1:] + [None]):
         start, end = cur.end(), nxt.start() if nxt else len(t)
         bases = {b.strip().rpartition(".")[2].split("[")[0] for b in (cur.group(2) or "").split(",")}
-        out.append((cur.group(1), frozenset(bases - {""}), bool(_SETS_LOGITS.search(t, start, end)),
-                    frozenset(_CTOR_CALL.findall(t, start, end)),
-                    bool(_DYNAMIC_INNER.search(t, start, end)) or t.find("def __getattr__", start, end) >= 0))
+        out.append(
+            (
+                cur.group(1),
+                frozenset(bases - {""}),
+                bool(_SETS_LOGITS.search(t, start, end)),
+                frozenset(_CTOR_CALL.findall(t, start, end)),
+                bool(_DYNAMIC_INNER.search(t, start, end)) or t.find("def __getattr__", start, end) >= 0,
+            )
+        )
     return out
 
 
 def _cache_file(tree: Path) -> Path | None:
     try:
         from sglpatch.cache import cache_dir
+
         digest = hashlib.sha1(str(tree.resolve()).encode()).hexdigest()[:16]
         return cache_dir() / "contract" / f"outlines-{digest}.pickle"
     except Exception:
         return None
 
 
-def check_tree(tree: Path, models=None, *, all_models: bool = False, cache: bool = True,
-               analysis: Analysis | None = None, launch: Launch | None = None) -> Report:
+def check_tree(
+    tree: Path,
+    models=None,
+    *,
+    all_models: bool = False,
+    cache: bool = True,
+    analysis: Analysis | None = None,
+    launch: Launch | None = None,
+) -> Report:
     """Check ``tree`` (an upstream-shaped checkout) against the contract derived from it.
 
     ``models``: class names to check (default: ``DEFAULT_MODELS``); ``all_models``: every wrapper
@@ -296,11 +322,19 @@ def _check_tree(tree, models, all_models, cache, analysis, launch) -> Report:
         if r not in refs:
             refs.append(r)
     reports = [check_model(an.classes, r, contract, an.language_models) for r in refs]
-    for m in reports[:len(names)]:  # the models asked for (the default one included)
+    for m in reports[: len(names)]:  # the models asked for (the default one included)
         m.eagle3 = eagle3.interface(m, an.eagle3_requirements(m.name))
     wrappers = sorted(r.name for r in wrapper_refs) if all_models else []
-    report = Report(str(an.path), an.version(), contract, reports, an.wiring, wrappers,
-                    syntax_errors=list(an.tree.syntax_errors), launch=launch)
+    report = Report(
+        str(an.path),
+        an.version(),
+        contract,
+        reports,
+        an.wiring,
+        wrappers,
+        syntax_errors=list(an.tree.syntax_errors),
+        launch=launch,
+    )
     an.save()
     report.seconds = time.perf_counter() - started
     return report

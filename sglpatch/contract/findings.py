@@ -47,4 +47,5 @@ def register(name: str, description: str):
     def decorate(func: Callable[[Path], list[Finding]]):
         REGISTRY[name] = Check(name, description, func)
         return func
+
     return decorate

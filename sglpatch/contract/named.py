@@ -57,12 +57,14 @@ def contract_findings(an: Analysis) -> list[Finding]:
     return [Finding(p) for p in an.contract.problems]
 
 
-@register("kimi-k25-eagle3-interface",
-          f"{KIMI} has every member the runtime requires of a target model that its inner language "
-          "model provides, and every member of the EAGLE-3 interface (target side, guarded or not; "
-          "draft side, as it can be loaded as a draft), each shown to exist (a __getattr__ forward "
-          "counts only when the inner object has the member), and each forward reaching the member "
-          "it is named for with the arguments it was given")
+@register(
+    "kimi-k25-eagle3-interface",
+    f"{KIMI} has every member the runtime requires of a target model that its inner language "
+    "model provides, and every member of the EAGLE-3 interface (target side, guarded or not; "
+    "draft side, as it can be loaded as a draft), each shown to exist (a __getattr__ forward "
+    "counts only when the inner object has the member), and each forward reaching the member "
+    "it is named for with the arguments it was given",
+)
 def kimi_k25_eagle3_interface(tree: Path) -> list[Finding]:
     an = analysis_for(tree)
     findings = contract_findings(an)
@@ -71,19 +73,27 @@ def kimi_k25_eagle3_interface(tree: Path) -> list[Finding]:
     ref = an.resolve_model(KIMI)
     report = check_model(an.classes, ref, an.contract)
     if not report.wrapper and not an.classes.is_causal_lm(ref):
-        return [Finding(f"{KIMI} neither holds nor inherits a language model the analysis "
-                        "recognises, so its interface cannot be checked: update "
-                        "sglpatch/contract/classes.py", report.location, subject=KIMI)]
-    eagle = {f.requirement.label: (f.requirement, f.status)
-             for f in eagle3.failures(report, an.eagle3_requirements(KIMI))}
+        return [
+            Finding(
+                f"{KIMI} neither holds nor inherits a language model the analysis "
+                "recognises, so its interface cannot be checked: update "
+                "sglpatch/contract/classes.py",
+                report.location,
+                subject=KIMI,
+            )
+        ]
+    eagle = {
+        f.requirement.label: (f.requirement, f.status) for f in eagle3.failures(report, an.eagle3_requirements(KIMI))
+    }
     out = []
     for s in report.statuses:
-        if s.item.label in eagle or s.verdict == "gap" or (
-                s.item.required and s.verdict in ("unverified", "unknown")):
+        if s.item.label in eagle or s.verdict == "gap" or (s.item.required and s.verdict in ("unverified", "unknown")):
             out.append(_finding(s, eagle.pop(s.item.label, (None, None))[0]))
     out += [_finding(s, r) for r, s in eagle.values()]  # the draft side
-    out += [Finding(what, where, subject=f"{KIMI}.{member}")
-            for member, what, where in forward_problems(an.tree, an.classes, ref)]
+    out += [
+        Finding(what, where, subject=f"{KIMI}.{member}")
+        for member, what, where in forward_problems(an.tree, an.classes, ref)
+    ]
     return out
 
 
@@ -100,39 +110,51 @@ def _finding(s, req) -> Finding:
     if why is None:
         more = f" (+{len(sites) - 1} more sites)" if len(sites) > 1 else ""
         why = f"required on paths {', '.join(s.item.features)}{more}"
-    return Finding(f"{what}: {why}", sites[0].location if sites else None,
-                   subject=f"{KIMI}.{s.item.label}")
+    return Finding(f"{what}: {why}", sites[0].location if sites else None, subject=f"{KIMI}.{s.item.label}")
 
 
-@register("eagle3-capture-wiring",
-          "ModelRunner configures set_eagle3_layers_to_capture(ids) before kernel warmup and CUDA "
-          "graph capture, and nothing resets it with a no-argument call afterwards")
+@register(
+    "eagle3-capture-wiring",
+    "ModelRunner configures set_eagle3_layers_to_capture(ids) before kernel warmup and CUDA "
+    "graph capture, and nothing resets it with a no-argument call afterwards",
+)
 def eagle3_capture_wiring(tree: Path) -> list[Finding]:
     an = analysis_for(tree)
     return [Finding(m, loc) for m, loc in an.wiring.findings]
 
 
-@register("sm120-allreduce-fusion-gate",
-          "the FlashInfer allreduce-fusion gate (layers/communicator.py "
-          "apply_flashinfer_allreduce_fusion and its helpers) admits SM12x")
+@register(
+    "sm120-allreduce-fusion-gate",
+    "the FlashInfer allreduce-fusion gate (layers/communicator.py "
+    "apply_flashinfer_allreduce_fusion and its helpers) admits SM12x",
+)
 def sm120_allreduce_fusion_gate(tree: Path) -> list[Finding]:
     return [Finding(m, loc) for m, loc in check_allreduce_gate(analysis_for(tree).tree).findings]
 
 
-@register("sm12-torch-symm-mem",
-          "on a GPU its capability tables do not list (SM12), TorchSymmMemCommunicator disables "
-          "itself with a warning instead of raising, and it can still be enabled on a listed one")
+@register(
+    "sm12-torch-symm-mem",
+    "on a GPU its capability tables do not list (SM12), TorchSymmMemCommunicator disables "
+    "itself with a warning instead of raising, and it can still be enabled on a listed one",
+)
 def sm12_torch_symm_mem(tree: Path) -> list[Finding]:
     return [Finding(m, loc) for m, loc in check_symm_mem(analysis_for(tree).tree).findings]
 
 
-@register("eagle3-aux-layer-resolution",
-          "the EAGLE-3 capture layers are resolved from an operator override, eagle_config (dict "
-          "and object) and the draft config's top level, never under a swallowing except, and "
-          "falling back to the default layers is a warning")
+@register(
+    "eagle3-aux-layer-resolution",
+    "the EAGLE-3 capture layers are resolved from an operator override, eagle_config (dict "
+    "and object) and the draft config's top level, never under a swallowing except, and "
+    "falling back to the default layers is a warning",
+)
 def eagle3_aux_layer_resolution(tree: Path) -> list[Finding]:
     return [Finding(m, loc) for m, loc in check_aux_layer_resolution(analysis_for(tree).tree)]
 
 
-NAMES = ("kimi-k25-eagle3-interface", "eagle3-capture-wiring", "sm120-allreduce-fusion-gate",
-         "sm12-torch-symm-mem", "eagle3-aux-layer-resolution")
+NAMES = (
+    "kimi-k25-eagle3-interface",
+    "eagle3-capture-wiring",
+    "sm120-allreduce-fusion-gate",
+    "sm12-torch-symm-mem",
+    "eagle3-aux-layer-resolution",
+)

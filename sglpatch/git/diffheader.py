@@ -49,15 +49,16 @@ def git_line_paths(line: str) -> tuple[str, str] | None:
     """(old, new) named by a ``diff --git`` line, without their ``a/``/``b/``; None if not one."""
     if not line.startswith("diff --git "):
         return None
-    rest = line[len("diff --git "):].rstrip("\r\n")
-    quoted = re.fullmatch(r'("(?:[^"\\]|\\.)*"|\S+) ("(?:[^"\\]|\\.)*")', rest) or \
-        re.fullmatch(r'("(?:[^"\\]|\\.)*") (\S+)', rest)
+    rest = line[len("diff --git ") :].rstrip("\r\n")
+    quoted = re.fullmatch(r'("(?:[^"\\]|\\.)*"|\S+) ("(?:[^"\\]|\\.)*")', rest) or re.fullmatch(
+        r'("(?:[^"\\]|\\.)*") (\S+)', rest
+    )
     if quoted:
         a, b = unquote(quoted.group(1)), unquote(quoted.group(2))
     else:
         half = (len(rest) - 1) // 2  # "a/P b/P": the two halves agree (no rename)
-        if len(rest) % 2 == 1 and rest[2:half] == rest[half + 3:] and rest[half] == " ":
-            a, b = rest[:half], rest[half + 1:]
+        if len(rest) % 2 == 1 and rest[2:half] == rest[half + 3 :] and rest[half] == " ":
+            a, b = rest[:half], rest[half + 1 :]
         else:  # a rename without quoting: the last " b/" is the best guess the line allows
             a, _, b = rest.rpartition(" b/")
             b = "b/" + b
@@ -108,7 +109,7 @@ def with_ab_prefixes(text: str) -> str:
     spans = _spans(text)
     if not spans:
         return text
-    out = [text[:spans[0][0]]]
+    out = [text[: spans[0][0]]]
     for start, end in spans:
         chunk = text[start:end]
         lines = chunk.splitlines(keepends=True)
@@ -143,7 +144,7 @@ def _bare_paths(lines: list[str]) -> tuple[str, str]:
     moved = {m[1]: unquote(m[2]) for m in map(_FROM_TO.match, lines[1:]) if m}  # never a hunk line (+-space)
     if moved:  # a rename or copy says both names
         return moved["from"], moved["to"]
-    halves = _halves(lines[0][len("diff --git "):].rstrip("\r\n"))
+    halves = _halves(lines[0][len("diff --git ") :].rstrip("\r\n"))
     found = [p for a, b in halves for p in _common_tails(a, b)]
     if not found:
         raise ValueError(f"cannot tell the paths of '{lines[0].rstrip()[:120]}' from its prefixes")
@@ -156,7 +157,7 @@ def _halves(rest: str) -> list[tuple[str, str]]:
     quoted = re.fullmatch(r'("(?:[^"\\]|\\.)*"|\S+) ("(?:[^"\\]|\\.)*"|\S+)', rest)
     if quoted:
         return [(unquote(quoted.group(1)), unquote(quoted.group(2)))]
-    return [(rest[:i], rest[i + 1:]) for i, c in enumerate(rest) if c == " "]
+    return [(rest[:i], rest[i + 1 :]) for i, c in enumerate(rest) if c == " "]
 
 
 def _common_tails(a: str, b: str) -> list[str]:
@@ -172,9 +173,13 @@ def quote(name: str) -> str:
     """``name`` as git writes it: C-quoted when it holds a quote, a backslash, a control or non-ASCII byte."""
     if not re.search(r'["\\\x00-\x1f\x7f-\U0010ffff]', name):
         return name
-    escapes = {"\"": '\\"', "\\": "\\\\", "\t": "\\t", "\n": "\\n"}
-    body = "".join(escapes.get(c, c) if c.isascii() and (c in escapes or c.isprintable())
-                   else "".join(f"\\{b:03o}" for b in git_bytes(c)) for c in name)
+    escapes = {'"': '\\"', "\\": "\\\\", "\t": "\\t", "\n": "\\n"}
+    body = "".join(
+        escapes.get(c, c)
+        if c.isascii() and (c in escapes or c.isprintable())
+        else "".join(f"\\{b:03o}" for b in git_bytes(c))
+        for c in name
+    )
     return f'"{body}"'
 
 

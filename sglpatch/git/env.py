@@ -15,8 +15,12 @@ FIXED_IDENTITY = ("sglpatch", "sglpatch@localhost")
 # git's defaults, given at command-line scope, which wins over a repository's .git/config (color.diff
 # also wins over a color.ui there)
 PINNED_CONFIG = {
-    "core.quotePath": "true", "core.autocrlf": "false", "apply.whitespace": "warn",
-    "color.diff": "false", "diff.context": "3", "diff.interHunkContext": "0",
+    "core.quotePath": "true",
+    "core.autocrlf": "false",
+    "apply.whitespace": "warn",
+    "color.diff": "false",
+    "diff.context": "3",
+    "diff.interHunkContext": "0",
 }
 
 

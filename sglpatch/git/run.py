@@ -24,8 +24,14 @@ def gitpython_program() -> str:
     return git.Git.GIT_PYTHON_GIT_EXECUTABLE or "git"
 
 
-def run_git(args: Sequence[str], *, cwd: Path | str | None = None, input: str | None = None,
-            program: str | None = None, user_config: bool = False) -> subprocess.CompletedProcess[str]:
+def run_git(
+    args: Sequence[str],
+    *,
+    cwd: Path | str | None = None,
+    input: str | None = None,
+    program: str | None = None,
+    user_config: bool = False,
+) -> subprocess.CompletedProcess[str]:
     """Run ``git args`` to completion, its output captured as text; never raises for a non-zero
     exit (the caller reads ``returncode``). ``program`` defaults to ``gitpython_program()``.
     A missing program raises ``FileNotFoundError``, as ``subprocess.run`` does."""
@@ -33,5 +39,6 @@ def run_git(args: Sequence[str], *, cwd: Path | str | None = None, input: str | 
         env = {**os.environ, "GIT_TERMINAL_PROMPT": "0"}
     else:
         env = {**os.environ, **git_env()}
-    return subprocess.run([program or gitpython_program(), *args], cwd=cwd, input=input,
-                          capture_output=True, text=True, env=env)
+    return subprocess.run(
+        [program or gitpython_program(), *args], cwd=cwd, input=input, capture_output=True, text=True, env=env
+    )

@@ -51,6 +51,7 @@ class FileVerdict:
 
 # ---------------------------------------------------------------- upstream's moves
 
+
 @dataclass(frozen=True)
 class Moves:
     """Files of the old release that the new one renamed (old -> new) or deleted."""
@@ -86,16 +87,18 @@ class Moves:
         moved = {s.old: self.renamed[s.old] for s in found if s.old in self.renamed}
         if not moved:
             return patch_text, moved
-        out = [patch_text[:found[0].start]]
+        out = [patch_text[: found[0].start]]
         for s in found:
-            out.append(renamed_header(patch_text[s.start:s.end], moved))
+            out.append(renamed_header(patch_text[s.start : s.end], moved))
         return "".join(out), moved
 
 
 # ---------------------------------------------------------------- per hunk
 
-def verdicts(repo: Repo, patch_text: str, moves: Moves | None = None,
-             moved: dict[str, str] | None = None) -> list[FileVerdict]:
+
+def verdicts(
+    repo: Repo, patch_text: str, moves: Moves | None = None, moved: dict[str, str] | None = None
+) -> list[FileVerdict]:
     """What each file and hunk of ``patch_text`` meets on ``repo``'s HEAD, before the patch is
     applied. A hunk that applies neither alone nor in reverse is "merged" (three-way) until
     git's merge says otherwise: ``settle_conflicts``."""
@@ -105,8 +108,11 @@ def verdicts(repo: Repo, patch_text: str, moves: Moves | None = None,
     for path, header, file_hunks in parse_files(patch_text):
         old_path = moved_back.get(path, path)
         if old_path in moves.deleted and path not in moved_back:
-            result.append(FileVerdict(path, "deleted", "deleted upstream",
-                                      [Hunk(_start(h), "deleted", "", _lines(h)) for h in file_hunks]))
+            result.append(
+                FileVerdict(
+                    path, "deleted", "deleted upstream", [Hunk(_start(h), "deleted", "", _lines(h)) for h in file_hunks]
+                )
+            )
             continue
         checked = [_hunk_verdict(repo, header, h) for h in file_hunks]
         worst = max((h.verdict for h in checked), key=ORDER.index, default="clean")
@@ -121,7 +127,7 @@ def parse_files(patch_text: str) -> list[tuple[str, str, list[str]]]:
     for section in sections(patch_text):
         header: list[str] = []
         hunks: list[list[str]] = []
-        for line in patch_text[section.start:section.end].splitlines(keepends=True):
+        for line in patch_text[section.start : section.end].splitlines(keepends=True):
             if line == "-- \n":
                 break  # format-patch's signature
             if _HUNK.match(line):
@@ -191,8 +197,10 @@ def summary(file: dict) -> str:
 
 # ---------------------------------------------------------------- suspect merges
 
-def suspects(repo: Repo, files: list[FileVerdict], old_tree: Path, new_tree: Path,
-             paths: list[str]) -> tuple[list[Suspect], list[FileVerdict]]:
+
+def suspects(
+    repo: Repo, files: list[FileVerdict], old_tree: Path, new_tree: Path, paths: list[str]
+) -> tuple[list[Suspect], list[FileVerdict]]:
     """The suspect findings of the patch HEAD just made (on its own added lines, and calls it
     leaves unpatched in upstream's lines; not the lines earlier patches added), with the hunks
     they fall in marked ``suspect``."""
@@ -237,8 +245,18 @@ def _head_hunk_ranges(repo: Repo) -> dict[str, list[tuple[int, int]]]:
 
 def _head_hunks(repo: Repo, *options: str):
     with pinned_env(repo):
-        diff = run(repo, "diff", *options, "--no-renames", "--no-ext-diff", "--src-prefix=a/", "--dst-prefix=b/",
-                             "HEAD^", "HEAD", "--")
+        diff = run(
+            repo,
+            "diff",
+            *options,
+            "--no-renames",
+            "--no-ext-diff",
+            "--src-prefix=a/",
+            "--dst-prefix=b/",
+            "HEAD^",
+            "HEAD",
+            "--",
+        )
     path = None
     for line in diff.splitlines():
         paths = git_line_paths(line)

@@ -43,10 +43,13 @@ _GIT_DIFF = re.compile(r"^diff --git ", re.M)
 # C-quoted (GNU diff quotes one with a space) or up to the tab before the time stamp, then the
 # first hunk's ranges
 _NAME = r'"(?:[^"\\\n]|\\.)*"|[^\t\n]+?'
-_PLAIN_FILE = re.compile(r"^(?:(?:diff (?!--git )|Index: |={20,})[^\n]*\n)*"
-                         rf"--- (?P<old>{_NAME})(?:\t(?P<old_time>[^\n]*))?\n"
-                         rf"\+\+\+ (?P<new>{_NAME})(?:\t(?P<new_time>[^\n]*))?\n"
-                         r"(?=@@ -(?P<before>[\d,]+) \+(?P<after>[\d,]+) @@)", re.M)
+_PLAIN_FILE = re.compile(
+    r"^(?:(?:diff (?!--git )|Index: |={20,})[^\n]*\n)*"
+    rf"--- (?P<old>{_NAME})(?:\t(?P<old_time>[^\n]*))?\n"
+    rf"\+\+\+ (?P<new>{_NAME})(?:\t(?P<new_time>[^\n]*))?\n"
+    r"(?=@@ -(?P<before>[\d,]+) \+(?P<after>[\d,]+) @@)",
+    re.M,
+)
 _EPOCH = re.compile(r"(1969-12-31|1970-01-01) ")  # `diff -N`'s time stamp of a file that is absent
 
 
@@ -57,6 +60,7 @@ class Incoming:
 
 
 # ---------------------------------------------------------------- reading what comes in
+
 
 def read_incoming(path: Path, subject: str | None, author: str, split: bool) -> list[tuple[str, str]]:
     """(subject, format-patch text) for every patch in the file at ``path``."""
@@ -73,8 +77,10 @@ def read_incoming(path: Path, subject: str | None, author: str, split: bool) -> 
     elif _GIT_DIFF.search(text) or _PLAIN_FILE.search(text):
         patches = [_wrap_diff(text, path, subject or _subject_from(path), author)]
     else:
-        raise UserError(f"{path} holds no diff, format-patch or mbox",
-                        "import the output of `git diff`, `diff -u` or `git format-patch`")
+        raise UserError(
+            f"{path} holds no diff, format-patch or mbox",
+            "import the output of `git diff`, `diff -u` or `git format-patch`",
+        )
     if split:
         patches = [piece for patch in patches for piece in _split_per_file(patch, path, author)]
     return patches
@@ -95,8 +101,9 @@ def _as_mail(mail: str, path: Path, author: str) -> tuple[str, str]:
     if not sep or not _GIT_DIFF.search(rest) and not _PLAIN_FILE.search(rest):
         raise UserError(f"{path}: a mail in it has no diff", "import patches that change files")
     if not re.search(r"^Subject: ", header, re.M):
-        raise UserError(f"{path}: a mail in it has no Subject: header",
-                        "add one, or import the plain diff with --subject")
+        raise UserError(
+            f"{path}: a mail in it has no Subject: header", "add one, or import the plain diff with --subject"
+        )
     if not re.search(r"^From: ", header, re.M):  # git am would stop on it: no author
         header += f"\nFrom: {author}"
     rest = _ab_prefixed(rest, path) if _GIT_DIFF.search(rest) else _git_headers(rest)
@@ -108,8 +115,9 @@ def _mail_subject(header: str) -> str:
     match = re.search(r"^Subject: (.*(?:\n[ \t].*)*)", header, re.M)
     assert match is not None  # _as_mail refused a mail without one
     value = "".join(match.group(1).split("\n"))
-    decoded = "".join(p.decode(e or "utf-8") if isinstance(p, bytes) else p
-                      for p, e in email.header.decode_header(value))
+    decoded = "".join(
+        p.decode(e or "utf-8") if isinstance(p, bytes) else p for p, e in email.header.decode_header(value)
+    )
     return re.sub(r"^\[PATCH[^\]]*\]\s*", "", decoded).strip()
 
 
@@ -118,14 +126,18 @@ def _wrap_diff(diff: str, path: Path, subject: str, author: str) -> tuple[str, s
     diff = _ab_prefixed(diff, path) if _GIT_DIFF.search(diff) else _git_headers(diff)
     first = _GIT_DIFF.search(diff)
     assert first is not None  # both rewrites above end in git's diff --git lines
-    diff = diff[first.start():]  # what precedes the first file is not the diff
+    diff = diff[first.start() :]  # what precedes the first file is not the diff
     digest = hashlib.sha256(diff.encode()).hexdigest()[:12]
-    body = (f"Imported from {path.name} (diff sha256 {digest}) by `python build.py import`;\n"
-            "what it fixes and why is yet to be written here.\n\n"
-            f"Upstream-Status: {UNSET_STATUS} [imported: say whether it is upstream]\n"
-            f"Drop-When: {UNSET_DROP}\n")
-    header = (f"{ZERO_FROM}\nFrom: {author}\nDate: {email.utils.formatdate(localtime=False)}\n"
-              f"Subject: [PATCH] {_encoded(subject)}\n")
+    body = (
+        f"Imported from {path.name} (diff sha256 {digest}) by `python build.py import`;\n"
+        "what it fixes and why is yet to be written here.\n\n"
+        f"Upstream-Status: {UNSET_STATUS} [imported: say whether it is upstream]\n"
+        f"Drop-When: {UNSET_DROP}\n"
+    )
+    header = (
+        f"{ZERO_FROM}\nFrom: {author}\nDate: {email.utils.formatdate(localtime=False)}\n"
+        f"Subject: [PATCH] {_encoded(subject)}\n"
+    )
     return subject, f"{header}\n{body}---\n{diff if diff.endswith(chr(10)) else diff + chr(10)}"
 
 
@@ -135,13 +147,16 @@ def _ab_prefixed(diff: str, path: Path) -> str:
     try:
         return with_ab_prefixes(diff)
     except ValueError as exc:
-        raise UserError(f"{path}: {exc}", "make the diff again with git's a/ and b/ prefixes "
-                                          "(`git diff` or `git format-patch` without --no-prefix)") from None
+        raise UserError(
+            f"{path}: {exc}",
+            "make the diff again with git's a/ and b/ prefixes (`git diff` or `git format-patch` without --no-prefix)",
+        ) from None
 
 
 def _git_headers(diff: str) -> str:
     """A `diff -u` made git-style: a ``diff --git`` line before each file, paths at -p1, a file
     created or deleted (``/dev/null``, or `diff -N`'s empty side stamped with the epoch) said so."""
+
     def header(match: re.Match) -> str:
         old, new = _strip_one(unquote(match["old"])), _strip_one(unquote(match["new"]))
         created = old == "/dev/null" or match["before"] == "0,0" and _EPOCH.match(match["old_time"] or "")
@@ -152,6 +167,7 @@ def _git_headers(diff: str) -> str:
         if deleted:
             return f"{git_line(name, name)}deleted file mode 100644\n{name_line('---', 'a/' + name)}+++ /dev/null\n"
         return f"{git_line(name, name)}{name_line('---', 'a/' + name)}{name_line('+++', 'b/' + name)}"
+
     return _PLAIN_FILE.sub(header, diff)
 
 
@@ -170,8 +186,13 @@ def _split_per_file(patch: tuple[str, str], path: Path, author: str) -> list[tup
         chunk = diff[a:b]
         file = sections(chunk)[0].path
         piece_subject = f"{subject} ({file})"
-        piece_head = re.sub(r"^Subject: .*(?:\n[ \t].*)*", lambda _m: f"Subject: [PATCH] {_encoded(piece_subject)}",  # noqa: B023 (called at once)
-                            head, count=1, flags=re.M)
+        piece_head = re.sub(
+            r"^Subject: .*(?:\n[ \t].*)*",
+            lambda _m: f"Subject: [PATCH] {_encoded(piece_subject)}",  # noqa: B023 (called at once)
+            head,
+            count=1,
+            flags=re.M,
+        )
         pieces.append((piece_subject, f"{piece_head}\n---\n{chunk}"))
     return pieces
 
@@ -196,6 +217,7 @@ def default_author(root: Path) -> str:
 
 # ---------------------------------------------------------------- naming and writing
 
+
 def slug(subject: str) -> str:
     """`git format-patch`'s file name words for a subject."""
     words = re.sub(r"[^A-Za-z0-9._]+", "-", subject).strip("-.")
@@ -210,8 +232,11 @@ def plan(root: Path, patches: list[tuple[str, str]], name: str | None) -> list[I
         raise UserError(f"--name names one patch, but {len(patches)} come in", "leave --name out")
     planned: list[Incoming] = []
     for offset, (subject, text) in enumerate(patches):
-        file = (name if name.endswith(".patch") else f"{name}.patch") if name else \
-            f"{following + offset:04d}-{slug(am_subject(subject))}.patch"
+        file = (
+            (name if name.endswith(".patch") else f"{name}.patch")
+            if name
+            else f"{following + offset:04d}-{slug(am_subject(subject))}.patch"
+        )
         problem = name_problem(file)
         if problem:
             raise UserError(f"'{file}' {problem}", "choose a name such as 0005-short-description.patch")
@@ -221,8 +246,15 @@ def plan(root: Path, patches: list[tuple[str, str]], name: str | None) -> list[I
     return planned
 
 
-def import_files(root: Path, files: list[Path], *, name: str | None = None, subject: str | None = None,
-                 author: str | None = None, split: bool = False) -> list[Path]:
+def import_files(
+    root: Path,
+    files: list[Path],
+    *,
+    name: str | None = None,
+    subject: str | None = None,
+    author: str | None = None,
+    split: bool = False,
+) -> list[Path]:
     author = author or default_author(root)
     if not re.fullmatch(r"[^<>\n]+ <[^<>\s]+>", author):
         raise UserError(f"--author '{author}' is not 'Name <email>'", 'e.g. --author "A. Maintainer <am@example.org>"')

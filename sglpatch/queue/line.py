@@ -60,8 +60,10 @@ def find_line(repo: Path, name: str | None = None) -> Line:
     root = line_dir(repo, name)
     if name != PRODUCTION and not (root / PIN_FILE).is_file():
         known = ", ".join(line.name for line in all_lines(repo))
-        raise UserError(f"unknown line '{name}' (no {LINES_DIR}/{name}/{PIN_FILE})",
-                        f"known lines: {known}; start one with `python build.py lines --add {name}`")
+        raise UserError(
+            f"unknown line '{name}' (no {LINES_DIR}/{name}/{PIN_FILE})",
+            f"known lines: {known}; start one with `python build.py lines --add {name}`",
+        )
     return Line(name, root, repo)
 
 
@@ -70,8 +72,11 @@ def all_lines(repo: Path) -> list[Line]:
     found = [Line(PRODUCTION, repo, repo)]
     directory = repo / LINES_DIR
     if directory.is_dir():
-        found += [Line(p.name, p, repo) for p in sorted(directory.iterdir())
-                  if _NAME.fullmatch(p.name) and (p / PIN_FILE).is_file()]  # not an unfinished .NAME.*.part
+        found += [
+            Line(p.name, p, repo)
+            for p in sorted(directory.iterdir())
+            if _NAME.fullmatch(p.name) and (p / PIN_FILE).is_file()
+        ]  # not an unfinished .NAME.*.part
     return found
 
 
@@ -85,6 +90,7 @@ def line_of(root: Path) -> Line:
 
 def validate_name(name: str) -> None:
     if not _NAME.fullmatch(name) or name in _RESERVED:
-        raise UserError(f"'{name}' cannot name a line",
-                        "use lower-case letters, digits and '-', starting with a letter "
-                        f"(not {', '.join(sorted(_RESERVED))})")
+        raise UserError(
+            f"'{name}' cannot name a line",
+            f"use lower-case letters, digits and '-', starting with a letter (not {', '.join(sorted(_RESERVED))})",
+        )

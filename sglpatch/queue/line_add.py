@@ -28,11 +28,15 @@ def add_line(repo: Path, name: str, source: str, *, bare: bool, release: str | N
     origin = find_line(repo, source)
     target = line_dir(repo, name)
     if target.exists():
-        raise UserError(f"{target.relative_to(repo)} already exists",
-                        f"pick another name, or remove it (`git rm -r {target.relative_to(repo)}`)")
+        raise UserError(
+            f"{target.relative_to(repo)} already exists",
+            f"pick another name, or remove it (`git rm -r {target.relative_to(repo)}`)",
+        )
     if release is not None and not bare:
-        raise UserError("--release pins a bare line only",
-                        f"add --bare, or copy the line and move it with `rebase --onto {release}`")
+        raise UserError(
+            "--release pins a bare line only",
+            f"add --bare, or copy the line and move it with `rebase --onto {release}`",
+        )
     pin = read_pin(origin.root)  # refuse to copy a broken pin
     bare_pin = _bare_pin(target, pin.repo, release or pin.version, name) if bare else None
     target.parent.mkdir(exist_ok=True)  # lines/, in the repository
@@ -47,18 +51,23 @@ def add_line(repo: Path, name: str, source: str, *, bare: bool, release: str | N
             (partial / PIN_FILE).write_bytes(bare_pin.encode())
             (partial / PATCH_DIR).mkdir()
             (partial / PATCH_DIR / "series").write_text(
-                f"# The {name} line's series (quilt format, applied in order with -p1); empty when made.\n")
+                f"# The {name} line's series (quilt format, applied in order with -p1); empty when made.\n"
+            )
         boundary("lines-add:copied")
         partial.rename(target)
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)
         if target.exists():
-            raise UserError(f"{target.relative_to(repo)} was created by another command meanwhile",
-                            "pick another name") from None
+            raise UserError(
+                f"{target.relative_to(repo)} was created by another command meanwhile", "pick another name"
+            ) from None
         raise
     created = [target / PIN_FILE, *sorted((target / PATCH_DIR).iterdir())]
-    record_created(target, f"lines --add {name} " + (f"--bare --release {release or pin.version}" if bare
-                                                      else f"--from {source}"), created)
+    record_created(
+        target,
+        f"lines --add {name} " + (f"--bare --release {release or pin.version}" if bare else f"--from {source}"),
+        created,
+    )
     return Line(name, target, repo)
 
 

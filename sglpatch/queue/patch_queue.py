@@ -120,8 +120,10 @@ class PatchQueue:
         except (BadName, ValueError):
             if not self._has_head():
                 raise UserError(f"{self.path} holds no release yet", "run `python build.py prepare` first") from None
-            raise UserError(f"{self.path} has lost its base ref {BASE_REF}, which marks the release under the "
-                            "patches", "rebuild the work tree with `python build.py prepare`") from None
+            raise UserError(
+                f"{self.path} has lost its base ref {BASE_REF}, which marks the release under the patches",
+                "rebuild the work tree with `python build.py prepare`",
+            ) from None
 
     # ------------------------------------------------------------ state
 
@@ -136,15 +138,17 @@ class PatchQueue:
         names = read_series_names(self.root)
         commits = self.applied_commits()
         if len(commits) > len(names):
-            raise UserError(f"{self.path} has {len(commits)} commits above the base but the series "
-                            f"lists {len(names)} patches",
-                            "export them with `python build.py new NAME` or drop the extra commits")
+            raise UserError(
+                f"{self.path} has {len(commits)} commits above the base but the series lists {len(names)} patches",
+                "export them with `python build.py new NAME` or drop the extra commits",
+            )
         for name, commit in zip(names, commits):
             patch = parse_patch(self.root / PATCH_DIR / name)
             if not commit_matches_patch(message_text(commit), patch):
-                raise UserError(f"commit '{summary_text(commit)}' in {self.path} does not match "
-                                f"patch {name} ('{patch.subject}')",
-                                "the work tree history diverged from the series; export or reset it")
+                raise UserError(
+                    f"commit '{summary_text(commit)}' in {self.path} does not match patch {name} ('{patch.subject}')",
+                    "the work tree history diverged from the series; export or reset it",
+                )
         return names[: len(commits)]
 
     def status(self) -> list[PatchStatus]:
@@ -158,9 +162,10 @@ class PatchQueue:
         if self.is_dirty():
             changed = [line[3:] for line in run(self.repo, "status", "--porcelain").splitlines()]
             shown = ", ".join(changed[:3]) + (" ..." if len(changed) > 3 else "")
-            raise UserError(f"cannot {action}: {self.path} has uncommitted edits ({shown})",
-                            "fold them into a patch with `refresh` or `new NAME`, "
-                            "or commit/stash them yourself")
+            raise UserError(
+                f"cannot {action}: {self.path} has uncommitted edits ({shown})",
+                "fold them into a patch with `refresh` or `new NAME`, or commit/stash them yourself",
+            )
 
     def ensure_exported(self) -> None:
         """Refuse to drop an applied commit that holds work its patch file does not.
@@ -175,9 +180,11 @@ class PatchQueue:
                 continue
             exported = git_bytes(self.format_patch(commit))
             if exported != (self.root / PATCH_DIR / name).read_bytes():
-                raise UserError(f"applied patch {name} in {self.path} differs from {PATCH_DIR}/{name}",
-                                "run `python build.py export` to keep the commit, "
-                                "or `git -C build/src reset --hard refs/sglpatch/base` to drop it")
+                raise UserError(
+                    f"applied patch {name} in {self.path} differs from {PATCH_DIR}/{name}",
+                    "run `python build.py export` to keep the commit, "
+                    "or `git -C build/src reset --hard refs/sglpatch/base` to drop it",
+                )
 
     def _synced_path(self) -> Path:
         return Path(git_dir(self.repo)) / "sglpatch-synced.json"
@@ -198,8 +205,10 @@ class PatchQueue:
         """An am of ours never outlives its transaction (sglpatch.transaction rolls it back), so
         one in progress here was started by hand: leave it to its owner."""
         if (Path(git_dir(self.repo)) / "rebase-apply").exists():
-            raise UserError(f"a `git am` that sglpatch did not start is in progress in {self.path}",
-                            "finish it (`git am --continue`) or abort it (`git am --abort`) there")
+            raise UserError(
+                f"a `git am` that sglpatch did not start is in progress in {self.path}",
+                "finish it (`git am --continue`) or abort it (`git am --abort`) there",
+            )
 
     # ------------------------------------------------------------ push / pop
 
@@ -212,7 +221,7 @@ class PatchQueue:
             self.ensure_clean("push")
             names = read_series_names(self.root)
             applied = self.applied_names()
-            pending = names[len(applied):]
+            pending = names[len(applied) :]
             if target is not None:
                 if target in applied:
                     raise UserError(f"{target} is already applied", "nothing to push")
@@ -229,8 +238,7 @@ class PatchQueue:
     def _apply(self, patch: Path, name: str) -> None:
         try:
             with self._git():
-                run(self.repo, "am", "--quiet", "--committer-date-is-author-date", "--keep-cr",
-                                 str(patch.resolve()))
+                run(self.repo, "am", "--quiet", "--committer-date-is-author-date", "--keep-cr", str(patch.resolve()))
         except GitError as exc:
             raise_if_killed(exc)
             with self._git():  # first: git am may have applied the diff before it failed
@@ -246,7 +254,9 @@ class PatchQueue:
     def _diagnose(self, patch: Path, am_error: GitError) -> tuple[str, str]:
         """Why git could not apply ``patch``, in git's own words, and what to do about it."""
         stale = "refresh the patch against this upstream, or use `rebase` for a new release"
-        damaged = f"restore {PATCH_DIR}/{patch.name} from git (`git checkout -- {PATCH_DIR}/{patch.name}`) or re-export it"
+        damaged = (
+            f"restore {PATCH_DIR}/{patch.name} from git (`git checkout -- {PATCH_DIR}/{patch.name}`) or re-export it"
+        )
         try:
             run(self.repo, "apply", "--check", str(patch.resolve()))
         except GitError as exc:
@@ -263,8 +273,10 @@ class PatchQueue:
                 return f"git says: {said}", damaged
             return f"git says: {said or 'it could not apply the patch'}", stale
         refused, by_hook = am_refusal(self.repo, am_error.stderr or "")
-        return f"git am failed although the diff applies ({refused})", \
-            by_hook or "check the patch's mail header (From:, Date:, Subject:)"
+        return (
+            f"git am failed although the diff applies ({refused})",
+            by_hook or "check the patch's mail header (From:, Date:, Subject:)",
+        )
 
     def pop(self, target: str | None = None, *, all: bool = False) -> list[str]:
         """Unapply the top patch, down to and including ``target``, or all. Returns popped names."""
@@ -301,11 +313,14 @@ class PatchQueue:
                 name += ".patch"
             names = read_series_names(self.root)
             if "/" in name or name in names:
-                raise UserError(f"'{name}' is not a free patch file name",
-                                "choose a new name such as 0005-short-description.patch")
+                raise UserError(
+                    f"'{name}' is not a free patch file name", "choose a new name such as 0005-short-description.patch"
+                )
             if not self.is_dirty():
-                raise UserError(f"{self.path} has no edits to put in a new patch",
-                                "edit files in the work tree first, then run `new NAME`")
+                raise UserError(
+                    f"{self.path} has no edits to put in a new patch",
+                    "edit files in the work tree first, then run `new NAME`",
+                )
             applied = self.applied_names()
             _refuse_message_break(message or "", name, "indent that line of the message, then rerun")
             self._commit(message or _template(name))
@@ -323,8 +338,9 @@ class PatchQueue:
             if not applied:
                 raise UserError("no patch is applied to refresh", "push one first, or use `new NAME`")
             if not self.is_dirty():
-                raise UserError(f"{self.path} has no edits to fold into {applied[-1]}",
-                                "edit files in the work tree first")
+                raise UserError(
+                    f"{self.path} has no edits to fold into {applied[-1]}", "edit files in the work tree first"
+                )
             self._commit(None, amend=True)
             return self.export_one(self.applied_commits()[-1], applied[-1], tx)
 
@@ -344,7 +360,9 @@ class PatchQueue:
     def export_one(self, commit: Commit, name: str, tx) -> Path:
         """Stage ``commit`` as the patch file ``name`` in the transaction ``tx``."""
         path = self.root / PATCH_DIR / name
-        _refuse_message_break(message_text(commit), name, f"indent it (`git -C {self.path} commit --amend`), then rerun")
+        _refuse_message_break(
+            message_text(commit), name, f"indent it (`git -C {self.path} commit --amend`), then rerun"
+        )
         text = self.format_patch(commit)
         refuse_conflict_markers(text, name, f"resolve them in {self.path}, then rerun")
         if not path.exists() or path.read_bytes() != git_bytes(text):
@@ -359,27 +377,48 @@ class PatchQueue:
 def format_patch(repo: Repo, commit: str) -> str:
     """A commit as a patch file; fixed options make it byte-identical whoever runs it."""
     with pinned_env(repo):
-        return run(repo, "format-patch",
-            "--stdout", "--zero-commit", "--no-signature", "--full-index", "--no-numbered",
-            "--subject-prefix=PATCH", "--no-renames", "--diff-algorithm=myers",
+        return run(
+            repo,
+            "format-patch",
+            "--stdout",
+            "--zero-commit",
+            "--no-signature",
+            "--full-index",
+            "--no-numbered",
+            "--subject-prefix=PATCH",
+            "--no-renames",
+            "--diff-algorithm=myers",
             # --no-add-header drops the To:, Cc: and other headers a repository's configuration adds
-            "--src-prefix=a/", "--dst-prefix=b/", "--no-add-header", "--no-thread", "--no-signoff", "--no-from",
+            "--src-prefix=a/",
+            "--dst-prefix=b/",
+            "--no-add-header",
+            "--no-thread",
+            "--no-signoff",
+            "--no-from",
             "--no-base",
-            "-1", commit, strip_newline_in_stdout=False)
+            "-1",
+            commit,
+            strip_newline_in_stdout=False,
+        )
 
 
 def _refuse_message_break(message: str, name: str, hint: str) -> None:
     cut = message_break(message)
     if cut:
         line = message.splitlines()[cut - 1]
-        raise UserError(f"line {cut} of the message of {name} ('{line[:40]}') is where `git am` would start "
-                        "the diff, so the patch would not apply again", hint)
+        raise UserError(
+            f"line {cut} of the message of {name} ('{line[:40]}') is where `git am` would start "
+            "the diff, so the patch would not apply again",
+            hint,
+        )
 
 
 def _template(name: str) -> str:
     title = re.sub(r"^\d+-", "", name.removesuffix(".patch")).replace("-", " ")
-    return (f"{title}\n\nWhat broke, why, and what this patch changes.\n\n"
-            "Upstream-Status: Pending\nDrop-When: check:CHECK-NAME\n")
+    return (
+        f"{title}\n\nWhat broke, why, and what this patch changes.\n\n"
+        "Upstream-Status: Pending\nDrop-When: check:CHECK-NAME\n"
+    )
 
 
 # What git apply says of a patch file that is damaged rather than stale (a patch without any diff is
@@ -412,7 +451,7 @@ def _hunk_number(patch: Path, path: str, line: int) -> int:
     text = patch.read_text(errors="replace")
     for section in sections(text):
         if path in (section.old, section.new):
-            starts = [int(m.group(1)) for m in re.finditer(r"(?m)^@@ -(\d+)", text[section.start:section.end])]
+            starts = [int(m.group(1)) for m in re.finditer(r"(?m)^@@ -(\d+)", text[section.start : section.end])]
             if line in starts:
                 return starts.index(line) + 1
     return 1  # not found: git names the line where one of the file's hunks starts

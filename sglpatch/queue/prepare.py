@@ -21,8 +21,10 @@ def validate(series: Series) -> None:
     for patch in series.patches:
         problems = trailer_problems(patch)
         if problems:
-            raise UserError(f"patch {patch.name}: {'; '.join(problems)}",
-                            "every patch says its Upstream-Status and when it can be dropped")
+            raise UserError(
+                f"patch {patch.name}: {'; '.join(problems)}",
+                "every patch says its Upstream-Status and when it can be dropped",
+            )
 
 
 def prepare_tree(root: Path, gate: bool = False) -> tuple[Pin, Series, str, PatchQueue]:

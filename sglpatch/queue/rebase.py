@@ -69,24 +69,30 @@ from sglpatch.upstream.pin import read_pin, validate_version
 
 # ---------------------------------------------------------------- entry points
 
+
 def start(root: Path, onto: str, commit: str | None = None, dry_run: bool = False) -> dict:
     version = validate_version(onto)
     pin = read_pin(root)
     if version == Version(pin.version):
         raise UserError(f"the series is already on SGLang {onto}", "name a newer release")
     if version < Version(pin.version):
-        raise UserError(f"SGLang {onto} is older than the pinned {pin.version}",
-                        "a rebase only moves a line forward; start an older line with `lines --add`")
+        raise UserError(
+            f"SGLang {onto} is older than the pinned {pin.version}",
+            "a rebase only moves a line forward; start an older line with `lines --add`",
+        )
     if commit is not None and not re.fullmatch(r"[0-9a-f]{40}", commit):
-        raise UserError(f"--commit '{commit}' is not a full commit id (40 hex digits)",
-                        "give the upstream commit of the release, e.g. from `git ls-remote`")
+        raise UserError(
+            f"--commit '{commit}' is not a full commit id (40 hex digits)",
+            "give the upstream commit of the release, e.g. from `git ls-remote`",
+        )
     if dry_run:
         series = read_series(root)
         old_base = source.prepare(pin, root)
         say(f"importing SGLang {onto}")
         new_base = source.import_release(onto)
-        return dry_run_verdicts(series, onto, old_base, new_base, source.pristine_tree(onto),
-                                source.pristine_tree(pin.version, pin))
+        return dry_run_verdicts(
+            series, onto, old_base, new_base, source.pristine_tree(onto), source.pristine_tree(pin.version, pin)
+        )
     with line_lock(root, f"`rebase --onto {onto}`"):
         series = read_series(root)
         _, _, _, queue = prepare_tree(root)  # a transaction of its own: the rebase starts from here
@@ -106,9 +112,13 @@ def _start(root: Path, tx, queue: PatchQueue, series, pin, onto: str, commit: st
     copies.mkdir(parents=True)
     for patch in series.patches:
         shutil.copyfile(patch.path, copies / patch.name)
-    state = State(onto, pin.version, commit,
-                  [{"name": p.name, "sha256": patch_sha256(copies / p.name)} for p in series.patches],
-                  old_base=queue.base.hexsha)
+    state = State(
+        onto,
+        pin.version,
+        commit,
+        [{"name": p.name, "sha256": patch_sha256(copies / p.name)} for p in series.patches],
+        old_base=queue.base.hexsha,
+    )
     state.save(root)
     say(f"importing SGLang {onto}")
     state.new_base = source.import_release(onto)
@@ -134,12 +144,16 @@ def resume(root: Path, action: str) -> dict:
             return abort(root, queue, tx, state)
         state = State.load(root)
         if state is None and (root / STATE_DIR / "patches").is_dir():
-            raise UserError(f"the rebase journal {root / STATE_DIR / 'state.json'} is missing",
-                            f"`{line.command('rebase', '--abort')}` returns to the state before the rebase")
+            raise UserError(
+                f"the rebase journal {root / STATE_DIR / 'state.json'} is missing",
+                f"`{line.command('rebase', '--abort')}` returns to the state before the rebase",
+            )
         if state is None or state.new_base is None:  # killed before its first step
             abort(root, queue, tx, state)
-            raise UserError(f"`{tx.op}` was interrupted before its first step; the line is as it was before it",
-                            f"rerun `{line.command(*tx.op.split())}`")
+            raise UserError(
+                f"`{tx.op}` was interrupted before its first step; the line is as it was before it",
+                f"rerun `{line.command(*tx.op.split())}`",
+            )
         trees = _trees(root, state)
         if action == "skip":
             skip_stopped(queue, state)
@@ -171,22 +185,36 @@ def progress(root: Path) -> dict | None:
     state = State.load(root)
     steps = state.verdicts() if state else []
     current = state.current if state else None
-    data = {"op": journal["op"], "done": steps, "stopped_at": current and current["name"],
-            "pending": [p["name"] for p in (state.patches if state else [])][len(steps) + bool(current):],
-            "continue": line.command("rebase", "--continue"), "abort": line.command("rebase", "--abort")}
+    data = {
+        "op": journal["op"],
+        "done": steps,
+        "stopped_at": current and current["name"],
+        "pending": [p["name"] for p in (state.patches if state else [])][len(steps) + bool(current) :],
+        "continue": line.command("rebase", "--continue"),
+        "abort": line.command("rebase", "--abort"),
+    }
     rows = [f"= {s['name']}  {s['verdict']}" for s in steps]
     if current:
         files = ", ".join(current.get("conflict", {}).get("files", []))
-        rows.append(f"! {current['name']}  stopped: conflict in {files}" if current.get("stopped")
-                    else f"! {current['name']}  interrupted")
+        rows.append(
+            f"! {current['name']}  stopped: conflict in {files}"
+            if current.get("stopped")
+            else f"! {current['name']}  interrupted"
+        )
     rows += [f"- {name}" for name in data["pending"]]
-    data["text"] = "\n".join([f"a rebase is in progress (`{journal['op']}`): resolve the conflict, then "
-                               f"`{data['continue']}`; `--skip` drops the patch; `{data['abort']}` "
-                               "returns to the state before", *rows])
+    data["text"] = "\n".join(
+        [
+            f"a rebase is in progress (`{journal['op']}`): resolve the conflict, then "
+            f"`{data['continue']}`; `--skip` drops the patch; `{data['abort']}` "
+            "returns to the state before",
+            *rows,
+        ]
+    )
     return data
 
 
 # ---------------------------------------------------------------- replay
+
 
 def _trees(root: Path, state: State) -> tuple[Path, Path]:
     """The pristine old and new releases, which the suspect check compares."""
@@ -203,8 +231,10 @@ def _replay(root: Path, queue: PatchQueue, state: State, tx, trees: tuple[Path, 
         entry = state.patches[len(state.steps)]
         copy = root / STATE_DIR / "patches" / entry["name"]
         if not copy.is_file() or patch_sha256(copy) != entry["sha256"]:
-            raise UserError(f"{copy} is not the {entry['name']} the rebase started from",
-                            "`rebase --abort` returns to the state before the rebase")
+            raise UserError(
+                f"{copy} is not the {entry['name']} the rebase started from",
+                "`rebase --abort` returns to the state before the rebase",
+            )
         state.current = {"name": entry["name"], "head_before": head_sha(queue), "stopped": False}
         state.save(root)
         verdict = apply_one(queue.repo, parse_patch(copy), state.onto, pristine, moves)

@@ -23,17 +23,26 @@ from sglpatch.upstream.pin import PIN_FILE, Artifact, read_pin, render_pin
 def finish_rebase(root: Path, queue: PatchQueue, state: State, tx) -> dict:
     """Stage the new series, pin, gitlink and changelog entry, then commit them as one."""
     kept = [s for s in state.steps if s["verdict"] in ("clean", "merged")]
-    dropped = [Verdict(**{k: s[k] for k in ("name", "verdict", "detail", "files")})
-               for s in state.steps if s["verdict"] in ("obsolete", "skipped")]
+    dropped = [
+        Verdict(**{k: s[k] for k in ("name", "verdict", "detail", "files")})
+        for s in state.steps
+        if s["verdict"] in ("obsolete", "skipped")
+    ]
     chain = [c.hexsha for c in first_parent_commits(queue.repo, f"{state.new_base}..HEAD")][::-1]
     if chain != [s["commit"] for s in kept]:
-        raise UserError(f"the commits in {queue.path} do not match the rebase's journal "
-                        f"({len(chain)} commits above SGLang {state.onto}, {len(kept)} patches kept)",
-                        "`rebase --abort` returns to the state before the rebase")
+        raise UserError(
+            f"the commits in {queue.path} do not match the rebase's journal "
+            f"({len(chain)} commits above SGLang {state.onto}, {len(kept)} patches kept)",
+            "`rebase --abort` returns to the state before the rebase",
+        )
     for step in kept:
         text = format_patch(queue.repo, step["commit"])
-        refuse_conflict_markers(text, step["name"], "`rebase --abort` returns to the state before the rebase; "
-                                "rerun it and resolve in the work tree before `rebase --continue`")
+        refuse_conflict_markers(
+            text,
+            step["name"],
+            "`rebase --abort` returns to the state before the rebase; "
+            "rerun it and resolve in the work tree before `rebase --continue`",
+        )
         tx.write(root / PATCH_DIR / step["name"], text)
     for verdict in dropped:
         if (root / PATCH_DIR / verdict.name).exists():
@@ -81,7 +90,11 @@ def _changelog_line(line: Line, onto: str, kept: list[str], dropped: list[Verdic
     what = "Rebased" if line.is_production else f"Rebased the {line.label()}"
     parts = [f"{what} onto SGLang {onto}: kept {', '.join(kept) or 'none'}"]
     if dropped:
-        parts.append("dropped " + ", ".join(
-            f"{v.name} ({'upstreamed in ' + onto if v.verdict == 'obsolete' else 'dropped by the maintainer'})"
-            for v in dropped))
+        parts.append(
+            "dropped "
+            + ", ".join(
+                f"{v.name} ({'upstreamed in ' + onto if v.verdict == 'obsolete' else 'dropped by the maintainer'})"
+                for v in dropped
+            )
+        )
     return "; ".join(parts)

@@ -47,8 +47,7 @@ def continue_stopped(queue: PatchQueue, state: State, old_tree: Path, new_tree: 
     name, before = current["name"], current["head_before"]
     markers = _has_conflict_markers(queue)
     if markers:
-        raise UserError(f"conflict markers remain in {', '.join(markers)}",
-                        "resolve them, then `rebase --continue`")
+        raise UserError(f"conflict markers remain in {', '.join(markers)}", "resolve them, then `rebase --continue`")
     suspect = current.get("conflict", {}).get("verdict") == "suspect"
     if _in_am(queue):
         _finish_am(queue, state, current)
@@ -57,29 +56,43 @@ def continue_stopped(queue: PatchQueue, state: State, old_tree: Path, new_tree: 
             run(queue.repo, "add", "--all")
             run(queue.repo, "commit", "--quiet", "--amend", "--no-edit", "--no-verify")
     elif queue.is_dirty():
-        raise UserError(f"no `git am` is in progress for {name}, and {queue.path} has uncommitted edits",
-                        "`rebase --skip` drops the patch, `rebase --abort` returns to the state before")
+        raise UserError(
+            f"no `git am` is in progress for {name}, and {queue.path} has uncommitted edits",
+            "`rebase --skip` drops the patch, `rebase --abort` returns to the state before",
+        )
     head = head_sha(queue)
     if head == before:
         if not current.get("continued"):  # the am ended without us: aborted by hand
-            raise UserError(f"the conflict in {name} is no longer in progress (was `git am --abort` run?) "
-                            "and HEAD holds no resolution of it",
-                            "`rebase --skip` drops the patch, `rebase --abort` returns to the state before the rebase")
+            raise UserError(
+                f"the conflict in {name} is no longer in progress (was `git am --abort` run?) "
+                "and HEAD holds no resolution of it",
+                "`rebase --skip` drops the patch, `rebase --abort` returns to the state before the rebase",
+            )
         record_step(state, Verdict(name, "obsolete", "the resolution left no change"), None)
         return None
     commit = resolve_commit(queue.repo, head)
     patch = parse_patch(queue.root / STATE_DIR / "patches" / name)
     if [p.hexsha for p in commit.parents] != [before] or not commit_matches_patch(message_text(commit), patch):
-        raise UserError(f"HEAD in {queue.path} is {head[:12]} ('{summary_text(commit)}'), not a resolution of {name} "
-                        f"on top of {before[:12]}", "put HEAD back, `rebase --skip`, or `rebase --abort`")
+        raise UserError(
+            f"HEAD in {queue.path} is {head[:12]} ('{summary_text(commit)}'), not a resolution of {name} "
+            f"on top of {before[:12]}",
+            "put HEAD back, `rebase --skip`, or `rebase --abort`",
+        )
     stopped_at = current.get("conflict", {})
     if suspect:
-        record_step(state, Verdict(name, "merged", "suspect merge accepted by the maintainer",
-                                   stopped_at.get("files", [])), head)
+        record_step(
+            state,
+            Verdict(name, "merged", "suspect merge accepted by the maintainer", stopped_at.get("files", [])),
+            head,
+        )
         return None
-    resolved = Verdict(name, "merged", "conflict resolved by the maintainer",
-                       [f["path"] for f in stopped_at.get("file_verdicts", [])] or list(patch.files),
-                       _resolved(stopped_at.get("file_verdicts", [])))
+    resolved = Verdict(
+        name,
+        "merged",
+        "conflict resolved by the maintainer",
+        [f["path"] for f in stopped_at.get("file_verdicts", [])] or list(patch.files),
+        _resolved(stopped_at.get("file_verdicts", [])),
+    )
     checked = check_suspects(queue.repo, resolved, old_tree, new_tree)
     if checked.verdict == "suspect":
         return replace(checked, detail=f"conflict resolved, but {checked.detail.removeprefix('merged, but ')}")
@@ -89,17 +102,25 @@ def continue_stopped(queue: PatchQueue, state: State, old_tree: Path, new_tree: 
 
 def _resolved(file_verdicts: list[dict]) -> list[dict]:
     """The stopped patch's per-file verdicts once the maintainer resolved its conflicts."""
-    return [{**f, "verdict": "merged" if f["verdict"] == "conflict" else f["verdict"],
-             "hunks": [{**h, "verdict": "merged" if h["verdict"] == "conflict" else h["verdict"]}
-                       for h in f["hunks"]]} for f in file_verdicts]
+    return [
+        {
+            **f,
+            "verdict": "merged" if f["verdict"] == "conflict" else f["verdict"],
+            "hunks": [{**h, "verdict": "merged" if h["verdict"] == "conflict" else h["verdict"]} for h in f["hunks"]],
+        }
+        for f in file_verdicts
+    ]
 
 
 def _finish_am(queue: PatchQueue, state: State, current: dict) -> None:
     """Commit the maintainer's resolution with the stopped `git am` (ours: HEAD has not moved);
     ``current`` is ``state.current``, the stopped step."""
     if head_sha(queue) != current["head_before"]:
-        raise UserError(f"HEAD in {queue.path} moved to {head_sha(queue)[:12]} while {current['name']} was "
-                        f"stopped (it was {current['head_before'][:12]})", "put it back, or `rebase --abort`")
+        raise UserError(
+            f"HEAD in {queue.path} moved to {head_sha(queue)[:12]} while {current['name']} was "
+            f"stopped (it was {current['head_before'][:12]})",
+            "put it back, or `rebase --abort`",
+        )
     current["continued"] = True  # from here an unmoved HEAD means "resolved to no change"
     state.save(queue.root)
     with pinned_env(queue.repo):
@@ -113,8 +134,10 @@ def _finish_am(queue: PatchQueue, state: State, current: dict) -> None:
             raise_if_killed(exc)
             if "No changes" not in (exc.stdout + exc.stderr):
                 refused, by_hook = am_refusal(queue.repo, exc.stderr or "", "`rebase --continue`")
-                raise UserError(f"git am --continue failed for {current['name']}: {refused}",
-                                by_hook or "resolve it in the work tree, then `rebase --continue`") from None
+                raise UserError(
+                    f"git am --continue failed for {current['name']}: {refused}",
+                    by_hook or "resolve it in the work tree, then `rebase --continue`",
+                ) from None
             run(queue.repo, "am", "--skip")
 
 
@@ -133,13 +156,19 @@ def _has_conflict_markers(queue: PatchQueue) -> list[str]:
     """The files that differ from HEAD (staged with `git add` or not, or unmerged) and still hold a
     conflict marker; names as they are (``-z``: spaces, never C-quoted)."""
     with pinned_env(queue.repo):
-        listed = run(queue.repo, "diff", "--name-only", "-z", "HEAD", "--") + "\0" + \
-            run(queue.repo, "diff", "--name-only", "-z", "--diff-filter=U")
+        listed = (
+            run(queue.repo, "diff", "--name-only", "-z", "HEAD", "--")
+            + "\0"
+            + run(queue.repo, "diff", "--name-only", "-z", "--diff-filter=U")
+        )
     files = {f for f in listed.split("\0") if f}
     # An unmerged path is listed by the first call unless its work-tree file matches HEAD (a
     # modify/delete kept as ours): the second call names it either way.
-    return sorted(f for f in files if (queue.path / f).is_file()
-                  and holds_conflict_markers((queue.path / f).read_text(errors="replace")))
+    return sorted(
+        f
+        for f in files
+        if (queue.path / f).is_file() and holds_conflict_markers((queue.path / f).read_text(errors="replace"))
+    )
 
 
 def _back_to_before(queue: PatchQueue, current: dict) -> None:

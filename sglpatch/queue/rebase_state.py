@@ -51,13 +51,16 @@ class State:
             [(p["name"], p["sha256"]) for p in state.patches]  # noqa: B018  (shape check)
             return state
         except (ValueError, TypeError, KeyError, UnicodeDecodeError):
-            raise UserError(f"the rebase journal {path} is damaged",
-                            f"`{line_of(root).command('rebase', '--abort')}` returns to the state "
-                            "before the rebase") from None
+            raise UserError(
+                f"the rebase journal {path} is damaged",
+                f"`{line_of(root).command('rebase', '--abort')}` returns to the state before the rebase",
+            ) from None
 
     def verdicts(self) -> list[dict]:
-        return [{**{k: s[k] for k in ("name", "verdict", "detail", "files")},
-                 "file_verdicts": s.get("file_verdicts", [])} for s in self.steps]
+        return [
+            {**{k: s[k] for k in ("name", "verdict", "detail", "files")}, "file_verdicts": s.get("file_verdicts", [])}
+            for s in self.steps
+        ]
 
 
 def patch_sha256(path: Path) -> str:

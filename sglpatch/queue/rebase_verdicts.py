@@ -52,8 +52,7 @@ def apply_one(repo: Repo, patch: PatchEntry, version: str, pristine: Path, moves
     text = git_text(patch.path.read_bytes())
     followed, moved = moves.follow(text)
     files = [moved.get(f, f) for f in patch.files]
-    with tempfile.TemporaryDirectory(prefix="sglpatch-apply-") as tmp, \
-            pinned_env(repo):
+    with tempfile.TemporaryDirectory(prefix="sglpatch-apply-") as tmp, pinned_env(repo):
         carried = patch.path
         if moved:
             carried = Path(tmp) / patch.name
@@ -75,8 +74,13 @@ def apply_one(repo: Repo, patch: PatchEntry, version: str, pristine: Path, moves
             gone = [f for f in conflicted if f in moves.deleted and f not in moved]
             per_file = hunks.settle_conflicts(per_file, conflicted)
             where = ", ".join(f"{f} (deleted upstream)" if f in gone else f for f in conflicted)
-            return Verdict(patch.name, "conflict", "; ".join([f"three-way merge stopped in {where}", *notes]),
-                           conflicted, hunks.as_dicts(per_file))
+            return Verdict(
+                patch.name,
+                "conflict",
+                "; ".join([f"three-way merge stopped in {where}", *notes]),
+                conflicted,
+                hunks.as_dicts(per_file),
+            )
         if head_sha(repo) == before:
             return Verdict(patch.name, "obsolete", f"merges to no change on SGLang {version}", files)
         shifted = _moved_hunks(followed, format_patch(repo, "HEAD"))
@@ -92,14 +96,20 @@ def check_suspects(repo: Repo, verdict: Verdict, old_tree: Path, new_tree: Path)
     new release lost, or it leaves unpatched calls that upstream added."""
     if verdict.verdict not in ("clean", "merged"):
         return verdict
-    files = [hunks.FileVerdict(f["path"], f["verdict"], f["detail"], [hunks.Hunk(**h) for h in f["hunks"]])
-             for f in verdict.file_verdicts]
+    files = [
+        hunks.FileVerdict(f["path"], f["verdict"], f["detail"], [hunks.Hunk(**h) for h in f["hunks"]])
+        for f in verdict.file_verdicts
+    ]
     found, files = hunks.suspects(repo, files, old_tree, new_tree, verdict.files)
     if not found:
         return verdict
     more = f" (+{len(found) - 3} more)" if len(found) > 3 else ""
-    return replace(verdict, verdict="suspect", file_verdicts=hunks.as_dicts(files),
-                   detail=f"merged, but {len(found)} suspect: " + "; ".join(map(str, found[:3])) + more)
+    return replace(
+        verdict,
+        verdict="suspect",
+        file_verdicts=hunks.as_dicts(files),
+        detail=f"merged, but {len(found)} suspect: " + "; ".join(map(str, found[:3])) + more,
+    )
 
 
 def _refuse_mail_header(repo: Repo, patch: PatchEntry, exc: GitError) -> None:
@@ -111,8 +121,10 @@ def _refuse_mail_header(repo: Repo, patch: PatchEntry, exc: GitError) -> None:
     run(repo, "am", "--abort")
     if by_hook:
         raise UserError(f"{PATCH_DIR}/{patch.name}: git am stopped although the diff applies ({refused})", by_hook)
-    raise UserError(f"{PATCH_DIR}/{patch.name}: git am refuses its mail header ({refused})",
-                    f"fix the From:/Date: header of {PATCH_DIR}/{patch.name}, commit it, then rerun")
+    raise UserError(
+        f"{PATCH_DIR}/{patch.name}: git am refuses its mail header ({refused})",
+        f"fix the From:/Date: header of {PATCH_DIR}/{patch.name}, commit it, then rerun",
+    )
 
 
 def conflicted_files(am_output: str) -> list[str]:
@@ -131,9 +143,15 @@ def drop_reason(patch: PatchEntry, version: str, pristine: Path) -> str | None:
 
 def _moved_hunks(old: str, new: str) -> str:
     """Which hunks now start at other lines: 'path: -120 -> -134, ...'."""
+
     def hunks(text):
-        return [(s.path, int(m.group(1))) for s in sections(text)
-                for m in map(_HUNK.match, text[s.start:s.end].splitlines()) if m]
+        return [
+            (s.path, int(m.group(1)))
+            for s in sections(text)
+            for m in map(_HUNK.match, text[s.start : s.end].splitlines())
+            if m
+        ]
+
     before, after = hunks(old), hunks(new)
     if len(before) != len(after):
         return f"hunks changed: {len(before)} before, {len(after)} now"
@@ -153,8 +171,9 @@ def dry_run_verdicts(series, onto: str, old_base: str, new_base: str, pristine: 
             verdicts = []
             moves = Moves.between(scratch, old_base, new_base)
             for patch in series.patches:
-                verdict = check_suspects(scratch, apply_one(scratch, patch, onto, pristine, moves), old_pristine,
-                                         pristine)
+                verdict = check_suspects(
+                    scratch, apply_one(scratch, patch, onto, pristine, moves), old_pristine, pristine
+                )
                 if verdict.verdict == "conflict":
                     run(scratch, "am", "--abort")
                 verdicts.append(asdict(verdict))

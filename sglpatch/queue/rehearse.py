@@ -34,8 +34,11 @@ def rehearse(root: Path, releases: list[str] | None = None, progress=say) -> dic
     pin = read_pin(root)
     for version in releases or ():
         validate_version(version)
-    releases = [v for v in (releases if releases is not None else source.released_versions())
-                if Version(v) > Version(pin.version)]
+    releases = [
+        v
+        for v in (releases if releases is not None else source.released_versions())
+        if Version(v) > Version(pin.version)
+    ]
     line = line_of(root)
     runs = []
     for onto in releases:

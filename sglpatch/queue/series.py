@@ -66,8 +66,9 @@ class Series:
         for patch in self.patches:
             if patch.name == name:
                 return patch
-        raise UserError(f"no patch named '{name}' in {PATCH_DIR}/{SERIES_FILE}",
-                        f"known patches: {', '.join(self.names) or 'none'}")
+        raise UserError(
+            f"no patch named '{name}' in {PATCH_DIR}/{SERIES_FILE}", f"known patches: {', '.join(self.names) or 'none'}"
+        )
 
     def fingerprint(self) -> str:
         """sha256 over the series file and every listed patch, in order."""
@@ -93,6 +94,7 @@ def series_path(root: Path) -> Path:
 
 
 # ---------------------------------------------------------------- the series file
+
 
 @dataclass(frozen=True)
 class SeriesLine:
@@ -131,8 +133,10 @@ def _entry(text: str, where: str) -> str | None:
     if problem := name_problem(name):
         raise UserError(f"{where}: {name!r} {problem}", _NAME_HINT)
     if options and options != ["-p1"]:
-        raise UserError(f"{where}: unsupported options '{' '.join(options)}' for {name}",
-                        "patches apply with -p1; remove the options")
+        raise UserError(
+            f"{where}: unsupported options '{' '.join(options)}' for {name}",
+            "patches apply with -p1; remove the options",
+        )
     return name
 
 
@@ -147,8 +151,10 @@ def read_series_lines(path: Path) -> list[SeriesLine]:
     for number, raw in enumerate(text.removesuffix("\n").split("\n") if text else [], 1):
         name = _entry(raw, f"{path}:{number}")
         if name and name.casefold() in seen:
-            raise UserError(f"{path}:{number}: '{name}' is listed twice (also on line "
-                            f"{seen[name.casefold()]})", "remove the duplicate line")
+            raise UserError(
+                f"{path}:{number}: '{name}' is listed twice (also on line {seen[name.casefold()]})",
+                "remove the duplicate line",
+            )
         if name:
             seen[name.casefold()] = number
         lines.append(SeriesLine(raw, name))
@@ -159,8 +165,7 @@ def read_series_names(root: Path) -> list[str]:
     """The patch names listed in the series file, validated for form and duplicates."""
     path = series_path(root)
     if not path.is_file():
-        raise UserError(f"no series file at {path}",
-                        "create it: one patch file name per line, `#` for comments")
+        raise UserError(f"no series file at {path}", "create it: one patch file name per line, `#` for comments")
     return [line.name for line in read_series_lines(path) if line.name]
 
 
@@ -171,15 +176,27 @@ def read_series(root: Path, *, warn=None) -> Series:
     for name in names:
         path = directory / name
         if not path.is_file():
-            raise UserError(f"{series_path(root)} lists {name}, but {path} does not exist",
-                            "restore the file or remove it from the series")
+            raise UserError(
+                f"{series_path(root)} lists {name}, but {path} does not exist",
+                "restore the file or remove it from the series",
+            )
         patches.append(parse_patch(path))
-    stray = tuple(sorted(p.name for p in directory.glob("*")
-                         if p.is_file() and p.name != SERIES_FILE and p.name not in names
-                         and not p.name.startswith(".") and p.name != "README.md"))
+    stray = tuple(
+        sorted(
+            p.name
+            for p in directory.glob("*")
+            if p.is_file()
+            and p.name != SERIES_FILE
+            and p.name not in names
+            and not p.name.startswith(".")
+            and p.name != "README.md"
+        )
+    )
     for name in stray:
-        (warn or _warn)(f"warning: {PATCH_DIR}/{name} is not in the series and is ignored; "
-                        f"add it to {PATCH_DIR}/{SERIES_FILE} or delete it")
+        (warn or _warn)(
+            f"warning: {PATCH_DIR}/{name} is not in the series and is ignored; "
+            f"add it to {PATCH_DIR}/{SERIES_FILE} or delete it"
+        )
     return Series(root, tuple(patches), stray)
 
 
@@ -200,8 +217,9 @@ def _read_patch(path: Path) -> str:
     head, sep, diff = data.partition(b"\ndiff --git ")
     if b"\r\n" in head or re.search(rb"(?m)^diff --git [^\n]*\r$", data):
         raise UserError(f"{path} has CRLF line endings", "convert with `dos2unix` or re-export")
-    message = decode_utf8(head, path, "git am reads the header and message as UTF-8: fix the "
-                                      "encoding or re-export the patch")
+    message = decode_utf8(
+        head, path, "git am reads the header and message as UTF-8: fix the encoding or re-export the patch"
+    )
     return message + sep.decode() + diff.decode("utf-8", errors="replace")
 
 
@@ -210,22 +228,31 @@ def parse_patch(path: Path) -> PatchEntry:
     header, sep, rest = text.partition("\n\n")
     subject_lines = _header_value(header, "Subject", path)
     if not sep or subject_lines is None or not text.startswith("From "):
-        raise UserError(f"{path} is not a git format-patch file (no mail header with a Subject)",
-                        "recreate it with `python build.py new` or `git format-patch`")
+        raise UserError(
+            f"{path} is not a git format-patch file (no mail header with a Subject)",
+            "recreate it with `python build.py new` or `git format-patch`",
+        )
     author = _header_value(header, "From", path)
     if author is None:
-        raise UserError(f"{path} has no From: header, so `git am` has no author for it",
-                        "add `From: Name <email>` under the first line, or import it with `python build.py import`")
+        raise UserError(
+            f"{path} has no From: header, so `git am` has no author for it",
+            "add `From: Name <email>` under the first line, or import it with `python build.py import`",
+        )
     if not _AUTHOR_EMAIL.search(author):
-        raise UserError(f"{path} has no e-mail address in its From: header ('{author[:60]}'), which `git am` "
-                        "refuses after applying the diff", "write it as `From: Name <email>`")
+        raise UserError(
+            f"{path} has no e-mail address in its From: header ('{author[:60]}'), which `git am` "
+            "refuses after applying the diff",
+            "write it as `From: Name <email>`",
+        )
     body, _, diff = rest.partition("\n---\n")
     files = tuple(dict.fromkeys(s.path for s in sections(diff or rest)))
     foreign = unprefixed_lines(diff or rest)
     if foreign:
-        raise UserError(f"{path}: '{foreign[0][:80]}' names its files without git's a/ and b/ prefixes, "
-                        "so `git am` would strip the wrong directory",
-                        "move it out of patches/ and `python build.py import` it, which rewrites the prefixes")
+        raise UserError(
+            f"{path}: '{foreign[0][:80]}' names its files without git's a/ and b/ prefixes, "
+            "so `git am` would strip the wrong directory",
+            "move it out of patches/ and `python build.py import` it, which rewrites the prefixes",
+        )
     if not files:
         raise UserError(f"{path} contains no diff", "recreate the patch; an empty patch is not allowed")
     subject = re.sub(r"^\[PATCH[^\]]*\]\s*", "", subject_lines)
@@ -293,17 +320,21 @@ def _header_value(header: str, key: str, path: Path) -> str | None:
     lines = header.splitlines()
     for i, line in enumerate(lines):
         if line.startswith(f"{key}: "):
-            value = line[len(key) + 2:]
-            for cont in lines[i + 1:]:
+            value = line[len(key) + 2 :]
+            for cont in lines[i + 1 :]:
                 if not cont.startswith((" ", "\t")):
                     break
                 value += cont
             try:
-                return "".join(part.decode(enc or "utf-8") if isinstance(part, bytes) else part
-                               for part, enc in email.header.decode_header(value)).strip()
+                return "".join(
+                    part.decode(enc or "utf-8") if isinstance(part, bytes) else part
+                    for part, enc in email.header.decode_header(value)
+                ).strip()
             except (ValueError, LookupError, email.errors.HeaderParseError) as exc:
-                raise UserError(f"{path}: the {key}: header cannot be decoded ({exc})",
-                                "re-export the patch with `git format-patch`") from None
+                raise UserError(
+                    f"{path}: the {key}: header cannot be decoded ({exc})",
+                    "re-export the patch with `git format-patch`",
+                ) from None
     return None
 
 
@@ -330,12 +361,14 @@ def parse_drop_when(value: str, path: Path) -> tuple[DropCondition, ...]:
             try:
                 Version(item[10:])
             except InvalidVersion:
-                raise UserError(f"{path}: Drop-When '{item}' names no valid version",
-                                "write e.g. upstream>=0.5.12") from None
+                raise UserError(
+                    f"{path}: Drop-When '{item}' names no valid version", "write e.g. upstream>=0.5.12"
+                ) from None
             conditions.append(DropCondition("upstream", item[10:]))
         else:
-            raise UserError(f"{path}: cannot read Drop-When condition '{item}'",
-                            "use check:<name> or upstream>=<version>")
+            raise UserError(
+                f"{path}: cannot read Drop-When condition '{item}'", "use check:<name> or upstream>=<version>"
+            )
     return tuple(conditions)
 
 
@@ -350,8 +383,9 @@ def trailer_problems(patch: PatchEntry) -> list[str]:
     elif status.split()[0] not in UPSTREAM_STATUSES:
         problems.append(f"Upstream-Status '{status}' is not one of {', '.join(UPSTREAM_STATUSES)}")
     if not patch.drop_when and parse_trailers(patch.message).get("Drop-When") == "unset":
-        problems.append("Drop-When is unset (imported): say when the patch can be dropped "
-                        "(check:NAME or upstream>=VERSION)")
+        problems.append(
+            "Drop-When is unset (imported): say when the patch can be dropped (check:NAME or upstream>=VERSION)"
+        )
     elif not patch.drop_when:
         problems.append("no Drop-When: trailer saying when the patch can be dropped")
     return problems
@@ -388,8 +422,9 @@ def _keep_listed(old: list[SeriesLine], names: list[str]) -> list[SeriesLine]:
     order, each with its own line."""
     line_of = {line.name: line for line in old if line.name}
     kept = iter([name for name in names if name in line_of])
-    return [line if line.name is None else line_of[next(kept)]
-            for line in old if line.name is None or line.name in names]
+    return [
+        line if line.name is None else line_of[next(kept)] for line in old if line.name is None or line.name in names
+    ]
 
 
 def write_series(root: Path, names: list[str]) -> None:

@@ -55,7 +55,11 @@ class State:
 
     def same_work_tree(self, other: State) -> bool:
         return (self.head, self.branch, self.base, self.worktree_tree) == (
-            other.head, other.branch, other.base, other.worktree_tree)
+            other.head,
+            other.branch,
+            other.base,
+            other.worktree_tree,
+        )
 
 
 def blob_sha(data: bytes) -> str:
@@ -77,6 +81,7 @@ def rel(line: Line, path: Path) -> str:
 
 
 # ---------------------------------------------------------------- capture
+
 
 def capture(line: Line, repo: Repo) -> State:
     """The line's current state; file contents are written into ``repo``'s object store."""
@@ -102,6 +107,7 @@ def _refs(repo: Repo) -> tuple[str | None, str | None, str | None]:
         except GitError as exc:
             raise_if_killed(exc)  # a killed probe is not "no such ref"
             return None
+
     try:
         branch = run(repo, "symbolic-ref", "--quiet", "HEAD")
     except GitError as exc:
@@ -141,6 +147,7 @@ def read_gitlink(line: Line) -> str:
 
 # ---------------------------------------------------------------- store / load
 
+
 def store(repo: Repo, state: State) -> str:
     """The state as a tree in ``repo``; returns the tree id."""
     meta = {k: v for k, v in asdict(state).items() if k != "files"}
@@ -169,7 +176,7 @@ def load(repo: Repo, tree: str) -> State:
     for row in listing.splitlines():
         info, path = row.split("\t", 1)
         mode, _, sha = info.split()
-        state.files[path[len("files/"):]] = f"{mode} {sha}"
+        state.files[path[len("files/") :]] = f"{mode} {sha}"
     return state
 
 
@@ -178,6 +185,7 @@ def blob(repo: Repo, sha: str) -> bytes:
 
 
 # ---------------------------------------------------------------- restore
+
 
 def write_file(path: Path, data: bytes, mode: str = "100644") -> None:
     """Write aside, then rename: a reader sees the old file or the new one, never half."""

@@ -112,8 +112,14 @@ class Transaction:
             if self.gitlink is not None:
                 after.gitlink = self.gitlink
             start = snapshot.load(self.repo, self._start_tree())
-            before = replace(before, head=start.head, branch=start.branch, base=start.base,
-                             worktree=start.worktree, worktree_tree=start.worktree_tree)
+            before = replace(
+                before,
+                head=start.head,
+                branch=start.branch,
+                base=start.base,
+                worktree=start.worktree,
+                worktree_tree=start.worktree_tree,
+            )
             entry = record(self.line, self.repo, self.op, summary, before, after, self.start)
             _ACTIVE.pop(self.line.root, None)
             return entry
@@ -126,8 +132,7 @@ class Transaction:
         for path, write in self.writes.items():
             current = _current_blob(self.line.repo / path)
             if current != write.expect:
-                raise Refused(f"{path} changed while `{self.op}` ran",
-                              "nothing was written; rerun the command")
+                raise Refused(f"{path} changed while `{self.op}` ran", "nothing was written; rerun the command")
             if write.whole:
                 self.refuse_unsafe([self.line.repo / path])
 
@@ -137,8 +142,10 @@ class Transaction:
             current = _current_blob(Path(path))
             key = snapshot.rel(self.line, path)
             if current is not None and not _is_safe(self.line, self.repo, key, current):
-                raise Refused(f"{key} has changes that are not committed; `{self.op}` would overwrite them",
-                              f"commit it (`git add {key} && git commit`) or move it aside, then rerun")
+                raise Refused(
+                    f"{key} has changes that are not committed; `{self.op}` would overwrite them",
+                    f"commit it (`git add {key} && git commit`) or move it aside, then rerun",
+                )
 
     def rollback(self) -> None:
         """Put the work tree back as it was at begin; no staged file was written."""
@@ -156,8 +163,14 @@ class Transaction:
         with signals_held():
             start = snapshot.load(self.repo, self._start_tree())
             current = snapshot.capture(self.line, self.repo)
-            target = replace(current, head=start.head, branch=start.branch, base=start.base,
-                             worktree=start.worktree, worktree_tree=start.worktree_tree)
+            target = replace(
+                current,
+                head=start.head,
+                branch=start.branch,
+                base=start.base,
+                worktree=start.worktree,
+                worktree_tree=start.worktree_tree,
+            )
             entry = record(self.line, self.repo, f"{self.op} (aborted)", "", current, target)
             _ACTIVE.pop(self.line.root, None)
             return entry
@@ -230,9 +243,11 @@ def transaction(root: Path, op: str, durable: bool = False, create: bool = False
         recover(line)
         journal = rebase_in_progress(line)
         if journal:
-            raise UserError(f"a rebase is in progress on the {line.label()} (`{journal['op']}`)",
-                            f"finish it with `{line.command('rebase', '--continue')}` or "
-                            f"`--skip`, or undo it with `{line.command('rebase', '--abort')}`")
+            raise UserError(
+                f"a rebase is in progress on the {line.label()} (`{journal['op']}`)",
+                f"finish it with `{line.command('rebase', '--continue')}` or "
+                f"`--skip`, or undo it with `{line.command('rebase', '--abort')}`",
+            )
         tx = begin(line, op, durable, create)
         try:
             yield tx

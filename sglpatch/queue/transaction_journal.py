@@ -59,8 +59,10 @@ def work_repo(line: Line, create: bool = False) -> Repo | None:
     if not create:
         return None
     if path.exists() and any(path.iterdir()):  # files without their repository: someone's work
-        raise UserError(f"{path} holds files but no git repository (.git is gone)",
-                        f"move it aside (`mv {path} {path}.saved`), then run `{line.command('prepare')}`")
+        raise UserError(
+            f"{path} holds files but no git repository (.git is gone)",
+            f"move it aside (`mv {path} {path}.saved`), then run `{line.command('prepare')}`",
+        )
     path.mkdir(parents=True, exist_ok=True)
     return init_repo(path)
 
@@ -82,8 +84,10 @@ def checked_repo(path: Path, prepare: str) -> Repo:
     except (NotARepository, GitError):
         top = None
     if top is None or Path(top).resolve() != Path(path).resolve():
-        raise UserError(f"{path}/.git is damaged (git does not recognise it as a repository)",
-                        f"move {path} aside (`mv {path} {path}.saved`), then run `{prepare}`")
+        raise UserError(
+            f"{path}/.git is damaged (git does not recognise it as a repository)",
+            f"move {path} aside (`mv {path} {path}.saved`), then run `{prepare}`",
+        )
     return repo
 
 
@@ -105,8 +109,12 @@ def read_journal(line: Line) -> dict | None:
     except (ValueError, UnicodeDecodeError):
         raise damaged from None
     needs = {"running": "start", "rebase": "start", "committing": "entry"}
-    if not isinstance(data, dict) or data.get("phase") not in needs or not isinstance(data.get("op"), str) \
-            or not re.fullmatch(r"[0-9a-f]{40}", str(data.get(needs[data["phase"]]))):
+    if (
+        not isinstance(data, dict)
+        or data.get("phase") not in needs
+        or not isinstance(data.get("op"), str)
+        or not re.fullmatch(r"[0-9a-f]{40}", str(data.get(needs[data["phase"]])))
+    ):
         raise damaged
     repo = work_repo(line)
     if repo is None:  # a journal without its work tree

@@ -32,8 +32,7 @@ def commit_state(repo: Repo, state: State, message: str) -> str:
         return run(repo, "commit-tree", tree, *parents, "-m", message)
 
 
-def record(line: Line, repo: Repo, op: str, summary: str, before: State, after: State,
-           start: str | None = None) -> str:
+def record(line: Line, repo: Repo, op: str, summary: str, before: State, after: State, start: str | None = None) -> str:
     """Log the change ``before`` -> ``after`` as an entry, then make the line ``after``."""
     before_commit = start or commit_state(repo, before, f"sglpatch: before {op}")
     before_tree = snapshot.store(repo, before)
@@ -69,8 +68,10 @@ def _log_head(repo: Repo) -> str | None:
 
 
 def entry_states(repo: Repo, entry: str) -> tuple[State, State]:
-    return (snapshot.load(repo, run(repo, "rev-parse", f"{entry}:before")),
-            snapshot.load(repo, run(repo, "rev-parse", f"{entry}:after")))
+    return (
+        snapshot.load(repo, run(repo, "rev-parse", f"{entry}:before")),
+        snapshot.load(repo, run(repo, "rev-parse", f"{entry}:after")),
+    )
 
 
 def apply(line: Line, repo: Repo, entry: str) -> None:
@@ -141,6 +142,5 @@ def log(line: Line) -> list[Entry]:
             break  # the first entry's first parent is its own "before" snapshot
         op, _, summary = message_text(commit).partition("\n\n")
         undoes = next((l.split(": ", 1)[1] for l in summary.splitlines() if l.startswith("Undoes: ")), None)
-        entries.append(Entry(commit.hexsha, op.strip(), summary.strip(), commit.committed_datetime.isoformat(),
-                             undoes))
+        entries.append(Entry(commit.hexsha, op.strip(), summary.strip(), commit.committed_datetime.isoformat(), undoes))
     return entries

@@ -65,8 +65,14 @@ def _roll_back_killed(line: Line, repo: Repo, journal: dict) -> str:
         if not start.head:
             restore_start(line, repo, journal["start"])
         else:
-            target = replace(current, head=start.head, branch=start.branch, base=start.base,
-                             worktree=start.worktree, worktree_tree=start.worktree_tree)
+            target = replace(
+                current,
+                head=start.head,
+                branch=start.branch,
+                base=start.base,
+                worktree=start.worktree,
+                worktree_tree=start.worktree_tree,
+            )
             record(line, repo, f"roll back the interrupted {journal['op']}", "", current, target)
         return f"rolled back the interrupted `{journal['op']}` (`undo` shows what it had left)"
 
@@ -90,8 +96,11 @@ def _roll_forward_killed(line: Line, repo: Repo, journal: dict) -> str:
             run(repo, "update-ref", LOG_REF, entry)  # the command happened; the edits came after it
         mark_written(repo, after, touched - kept)
         # what the command did not write stays as the user has it now (a hand edit of another patch)
-        target = replace(after, files=dict(current.files),
-                         gitlink=after.gitlink if before.gitlink != after.gitlink else current.gitlink)
+        target = replace(
+            after,
+            files=dict(current.files),
+            gitlink=after.gitlink if before.gitlink != after.gitlink else current.gitlink,
+        )
         for path in touched - kept:
             if path in after.files:
                 target.files[path] = after.files[path]
@@ -106,9 +115,11 @@ def _roll_forward_killed(line: Line, repo: Repo, journal: dict) -> str:
             target = replace(target, worktree=replayed[0], worktree_tree=replayed[1])
         record(line, repo, f"complete the interrupted {op}", "", current, target)
     if replayed and replayed[2]:
-        return (f"completed the interrupted `{op}`; the work tree edits made since conflict with it: "
-                f"resolve the conflict markers in {', '.join(replayed[2])} "
-                f"(`{line.command('undo')}` restores the work tree as it was)")
+        return (
+            f"completed the interrupted `{op}`; the work tree edits made since conflict with it: "
+            f"resolve the conflict markers in {', '.join(replayed[2])} "
+            f"(`{line.command('undo')}` restores the work tree as it was)"
+        )
     return f"completed the interrupted `{op}`, keeping the edits made since"
 
 

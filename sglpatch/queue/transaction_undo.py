@@ -28,22 +28,30 @@ def undo(root: Path) -> Entry:
         if target is None:
             raise UserError("there is nothing to undo", "no operation of this tool is recorded for this line")
         if target.op.endswith("(aborted)"):  # its before/ is a rebase's half-way work tree
-            raise UserError(f"`{target.op}` cannot be undone: it would bring back a rebase half-way",
-                            f"its work tree is kept: `git -C {line.root / WORK_TREE} diff "
-                            f"{target.sha}^2` shows it")
+            raise UserError(
+                f"`{target.op}` cannot be undone: it would bring back a rebase half-way",
+                f"its work tree is kept: `git -C {line.root / WORK_TREE} diff {target.sha}^2` shows it",
+            )
         repo = existing_work_repo(line)
         if (git_dir(repo) / "rebase-apply").exists():
-            raise UserError(f"a `git am` started by hand is in progress in {work_dir(repo)}",
-                            "finish it (`git am --continue`) or abort it (`git am --abort`) there, then rerun undo")
+            raise UserError(
+                f"a `git am` started by hand is in progress in {work_dir(repo)}",
+                "finish it (`git am --continue`) or abort it (`git am --abort`) there, then rerun undo",
+            )
         was, now = entry_states(repo, target.sha)
         if was.head is None and now.head is not None:
-            raise UserError(f"there is nothing to undo: `{target.op}` made the work tree, nothing was before it",
-                            f"to start over, run `{line.command('prepare')}`")
+            raise UserError(
+                f"there is nothing to undo: `{target.op}` made the work tree, nothing was before it",
+                f"to start over, run `{line.command('prepare')}`",
+            )
         current = snapshot.capture(line, repo)
         _refuse_changed_since(line, target, now, current, was)
         # what the entry did not change stays as it is now
-        restored = replace(was if not was.same_work_tree(now) else current, files=dict(current.files),
-                           gitlink=was.gitlink if was.gitlink != now.gitlink else current.gitlink)
+        restored = replace(
+            was if not was.same_work_tree(now) else current,
+            files=dict(current.files),
+            gitlink=was.gitlink if was.gitlink != now.gitlink else current.gitlink,
+        )
         for path in touched_files(was, now):
             if path in was.files:
                 restored.files[path] = was.files[path]
@@ -67,11 +75,14 @@ def _undo_target(entries: list[Entry]) -> Entry | None:
 def _refuse_changed_since(line: Line, target: Entry, after: State, current: State, before: State) -> None:
     for path in sorted(touched_files(before, after)):
         if after.files.get(path) != current.files.get(path):
-            raise UserError(f"{path} changed since `{target.op}`; undo would overwrite it",
-                            f"commit it or move it aside, then rerun `{line.command('undo')}`")
+            raise UserError(
+                f"{path} changed since `{target.op}`; undo would overwrite it",
+                f"commit it or move it aside, then rerun `{line.command('undo')}`",
+            )
     if before.gitlink != after.gitlink and after.gitlink != current.gitlink:
-        raise UserError(f"the {line.submodule} gitlink changed since `{target.op}`",
-                        "restore it, then rerun undo")
+        raise UserError(f"the {line.submodule} gitlink changed since `{target.op}`", "restore it, then rerun undo")
     if not before.same_work_tree(after) and after.head and not current.same_work_tree(after):
-        raise UserError(f"{line.root / WORK_TREE} changed since `{target.op}`; undo would overwrite it",
-                        "fold the edits into a patch (`refresh`, `new NAME`) or discard them, then rerun undo")
+        raise UserError(
+            f"{line.root / WORK_TREE} changed since `{target.op}`; undo would overwrite it",
+            "fold the edits into a patch (`refresh`, `new NAME`) or discard them, then rerun undo",
+        )

@@ -32,8 +32,12 @@ class BuildResult:
 
     def to_json(self) -> dict:
         return {
-            "upstream": {"version": self.pin.version, "tag": self.pin.tag, "commit": self.pin.commit,
-                         "base": self.base},
+            "upstream": {
+                "version": self.pin.version,
+                "tag": self.pin.tag,
+                "commit": self.pin.commit,
+                "base": self.base,
+            },
             "version": self.pin.local_version,
             "patches": self.applied,
             "series_fingerprint": self.fingerprint,
@@ -54,8 +58,10 @@ def check_tree(tree: Path, series: Series, pin: Pin) -> None:
             try:
                 compile(path.read_bytes(), str(path), "exec", dont_inherit=True)
             except SyntaxError as exc:
-                raise UserError(f"patched {repo_path} does not compile (line {exc.lineno}: {exc.msg})",
-                                "fix the patch that touches it") from None
+                raise UserError(
+                    f"patched {repo_path} does not compile (line {exc.lineno}: {exc.msg})",
+                    "fix the patch that touches it",
+                ) from None
     names = list(dict.fromkeys([*pin.required_checks, *series.check_names()]))
     accepted = dict(pin.accepted)
     seen: set[str] = set()
@@ -67,24 +73,29 @@ def check_tree(tree: Path, series: Series, pin: Pin) -> None:
         say(f"check {result.name}: {'FAILED' if findings else 'ok'}{note}")
         if findings:
             more = f" (+{len(findings) - 1} more)" if len(findings) > 1 else ""
-            raise UserError(f"check {result.name} failed on the patched tree: {findings[0]}{more}",
-                            "see `python build.py check` for the full report")
+            raise UserError(
+                f"check {result.name} failed on the patched tree: {findings[0]}{more}",
+                "see `python build.py check` for the full report",
+            )
     stale = sorted(set(accepted) - seen)
     if stale:  # like a strict xfail: an acceptance outlives its gap only by mistake
-        raise UserError(f"{', '.join(stale)} is accepted in [series.accepted] but no check reports it",
-                        "the gap is gone: remove the entry from upstream.toml")
+        raise UserError(
+            f"{', '.join(stale)} is accepted in [series.accepted] but no check reports it",
+            "the gap is gone: remove the entry from upstream.toml",
+        )
 
 
 def build(root: Path) -> BuildResult:
     pin, series, base, queue = prepare_tree(root, gate=True)
     check_tree(queue.path, series, pin)
     if not pin.wheels:
-        raise UserError(f"upstream.toml pins no wheel of SGLang {pin.version}",
-                        "add [upstream.artifacts.wheel] (a rebase writes it)")
+        raise UserError(
+            f"upstream.toml pins no wheel of SGLang {pin.version}",
+            "add [upstream.artifacts.wheel] (a rebase writes it)",
+        )
     fingerprint = series.fingerprint()
     touched = series.touched_files()
-    patches = [{"name": p.name, "subject": p.subject, "upstream_status": p.upstream_status}
-               for p in series.patches]
+    patches = [{"name": p.name, "subject": p.subject, "upstream_status": p.upstream_status} for p in series.patches]
     overlays = []
     for artifact in pin.wheels:
         upstream_wheel = source.release_artifact(pin.version, artifact.kind, pin)
@@ -95,8 +106,16 @@ def build(root: Path) -> BuildResult:
             "series_fingerprint": fingerprint,
             "patches": patches,
         }
-        overlays.append(build_overlay(upstream_wheel, queue.path, touched, pin.local_version,
-                                      root / DIST, provenance))
+        overlays.append(build_overlay(upstream_wheel, queue.path, touched, pin.local_version, root / DIST, provenance))
     primary = overlays[0]
-    return BuildResult(pin, base, series.names, queue.path, primary.path, primary.sha256,
-                       fingerprint, list(primary.replaced), [(o.path, o.sha256) for o in overlays])
+    return BuildResult(
+        pin,
+        base,
+        series.names,
+        queue.path,
+        primary.path,
+        primary.sha256,
+        fingerprint,
+        list(primary.replaced),
+        [(o.path, o.sha256) for o in overlays],
+    )

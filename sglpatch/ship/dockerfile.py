@@ -38,8 +38,7 @@ def dockerfile_arg_defaults(text: str) -> dict[str, str]:
 
 
 def dockerfile_args(text: str) -> set[str]:
-    return {rest.partition("=")[0].strip() for keyword, rest in dockerfile_instructions(text)
-            if keyword == "ARG"}
+    return {rest.partition("=")[0].strip() for keyword, rest in dockerfile_instructions(text) if keyword == "ARG"}
 
 
 def dockerfile_labels(text: str) -> dict[str, str]:

@@ -78,15 +78,16 @@ def find_builder() -> Builder:
         version = _client_version(client)
         if version is not None and version < Version("23"):
             return Builder(client, buildx=False)
-    raise UserError("the docker buildx plugin is missing and no docker client here runs BuildKit without it",
-                    "install docker-buildx-plugin (or Debian's docker.io, whose 20.10 client does), "
-                    "or use --dry-run to print the command")
+    raise UserError(
+        "the docker buildx plugin is missing and no docker client here runs BuildKit without it",
+        "install docker-buildx-plugin (or Debian's docker.io, whose 20.10 client does), "
+        "or use --dry-run to print the command",
+    )
 
 
 def engine_version(builder: Builder) -> tuple[str | None, str]:
     """The engine's version, or None and why it is not reachable."""
-    info = subprocess.run([builder.client, "info", "--format", "{{.ServerVersion}}"],
-                          capture_output=True, text=True)
+    info = subprocess.run([builder.client, "info", "--format", "{{.ServerVersion}}"], capture_output=True, text=True)
     version = info.stdout.strip()
     if info.returncode == 0 and version and "error" not in version.lower():
         return version, ""
@@ -99,8 +100,10 @@ def require_docker() -> Builder:
     builder = find_builder()
     version, reason = engine_version(builder)
     if version is None:
-        raise UserError(f"no Docker engine is reachable ({reason})",
-                        "start dockerd or set DOCKER_HOST; --dry-run prints the command without building")
+        raise UserError(
+            f"no Docker engine is reachable ({reason})",
+            "start dockerd or set DOCKER_HOST; --dry-run prints the command without building",
+        )
     return builder
 
 
@@ -124,8 +127,17 @@ def stream(argv: list[str], *, cwd: Path, env: dict[str, str], keep: int = 400) 
     """Run ``argv``, copying its output to stderr as it comes (progress for long builds); return
     the exit code and the last ``keep`` lines. Ctrl-C stops the client, which cancels the build."""
     tail: collections.deque[str] = collections.deque(maxlen=keep)
-    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, errors="replace", bufsize=1)
+    proc = subprocess.Popen(
+        argv,
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        errors="replace",
+        bufsize=1,
+    )
     assert proc.stdout is not None  # stdout=PIPE
     try:
         for line in proc.stdout:
@@ -143,9 +155,12 @@ def stream(argv: list[str], *, cwd: Path, env: dict[str, str], keep: int = 400) 
 
 
 _NO_SPACE = re.compile(r"no space left on device|disk quota exceeded", re.I)
-_BASE_MISSING = re.compile(r"failed to resolve source metadata for|pull access denied|"
-                           r"failed to create LLB definition|manifest unknown|"
-                           r"repository does not exist|not found: manifest", re.I)
+_BASE_MISSING = re.compile(
+    r"failed to resolve source metadata for|pull access denied|"
+    r"failed to create LLB definition|manifest unknown|"
+    r"repository does not exist|not found: manifest",
+    re.I,
+)
 _ERROR_LINE = re.compile(r"(?i)\berror\b|failed to|did not complete")
 
 
@@ -153,17 +168,24 @@ def build_failure(tail: list[str], code: int, builder: Builder, image_plan: Imag
     """The one-line cause of a failed build, read from its last output lines and the engine."""
     text = "\n".join(tail)
     if _NO_SPACE.search(text):
-        return UserError("the disk filled up during the image build (no space left on device)",
-                         "free space where Docker keeps its data (docker system prune; "
-                         "df -h /var/lib/docker), then rerun")
+        return UserError(
+            "the disk filled up during the image build (no space left on device)",
+            "free space where Docker keeps its data (docker system prune; df -h /var/lib/docker), then rerun",
+        )
     if engine_version(builder)[0] is None:
-        return UserError("the Docker engine stopped answering during the build",
-                         "restart dockerd (it keeps finished layers), then rerun `python build.py image`")
+        return UserError(
+            "the Docker engine stopped answering during the build",
+            "restart dockerd (it keeps finished layers), then rerun `python build.py image`",
+        )
     base = image_plan.build_args["BASE_IMAGE"]
-    if any(_BASE_MISSING.search(line) and (base.split("@")[0].split(":")[0] in line
-                                           or "LLB definition" in line) for line in tail):
-        return UserError(f"the base image {base} is not in the Docker engine and could not be pulled",
-                         "pull or load it first, or pass --base-image REF")
+    if any(
+        _BASE_MISSING.search(line) and (base.split("@")[0].split(":")[0] in line or "LLB definition" in line)
+        for line in tail
+    ):
+        return UserError(
+            f"the base image {base} is not in the Docker engine and could not be pulled",
+            "pull or load it first, or pass --base-image REF",
+        )
     errors = [line for line in tail if _ERROR_LINE.search(line)]
     detail = errors[-1].strip() if errors else (tail[-1].strip() if tail else "no output")
     return UserError(f"{builder.describe()} failed (exit {code}): {detail[:300]}", "see the build log above")
@@ -186,10 +208,24 @@ def run_build(image_plan: ImagePlan) -> tuple[Builder, dict]:
         if code != 0:
             raise build_failure(tail, code, builder, image_plan)
         image_id = registry.local_image_id(builder.client, image_plan.image, builder.env())
-        inside = sbom.record(image_plan.root, image_plan.repo_root, builder.client, image_plan.image, builder.env(),
-                             image_id, image_plan.labels(), say=say)
+        inside = sbom.record(
+            image_plan.root,
+            image_plan.repo_root,
+            builder.client,
+            image_plan.image,
+            builder.env(),
+            image_id,
+            image_plan.labels(),
+            say=say,
+        )
         if not image_plan.push:
             return builder, {"image_id": image_id, "inside": inside}
-        report = registry.publish(builder.client, list(image_plan.tags), image_id, image_plan.series_tag,
-                                  builder.env(), lambda argv, env: stream(argv, cwd=image_plan.repo_root, env=env))
+        report = registry.publish(
+            builder.client,
+            list(image_plan.tags),
+            image_id,
+            image_plan.series_tag,
+            builder.env(),
+            lambda argv, env: stream(argv, cwd=image_plan.repo_root, env=env),
+        )
     return builder, {**report, "inside": inside}

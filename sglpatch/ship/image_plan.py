@@ -32,8 +32,18 @@ DEFAULT_REPO = "sglang-kimi"
 SOURCE_ENV = "SGLPATCH_IMAGE_SOURCE"
 CONTEXT_PLACEHOLDER = "<context>"
 # Build args `plan` derives from the pin, the series and the checkout (never from the command line).
-DERIVED_ARGS = frozenset({"BASE_IMAGE", "OCI_SOURCE", "OCI_REVISION", "OCI_VERSION",
-                          "UPSTREAM_VERSION", "UPSTREAM_COMMIT", "SERIES_VERSION", "SERIES_SHA256"})
+DERIVED_ARGS = frozenset(
+    {
+        "BASE_IMAGE",
+        "OCI_SOURCE",
+        "OCI_REVISION",
+        "OCI_VERSION",
+        "UPSTREAM_VERSION",
+        "UPSTREAM_COMMIT",
+        "SERIES_VERSION",
+        "SERIES_SHA256",
+    }
+)
 # flashinfer-python builds the allreduce-fusion module for SM12x from this release on.
 MIN_FLASHINFER = Version("0.6.17")
 
@@ -71,10 +81,8 @@ class ImagePlan:
         """The line's dist/ as the repository names it: ``dist`` or ``lines/<name>/dist``."""
         return str((self.root / DIST).relative_to(self.repo_root))
 
-
     def argv(self, context: str = CONTEXT_PLACEHOLDER) -> list[str]:
-        argv = ["docker", "buildx", "build", "--file", str(DOCKERFILE), "--platform", PLATFORM,
-                "--progress", "plain"]
+        argv = ["docker", "buildx", "build", "--file", str(DOCKERFILE), "--platform", PLATFORM, "--progress", "plain"]
         for key, value in self.all_build_args().items():
             argv += ["--build-arg", f"{key}={value}"]
         for tag in self.tags:
@@ -120,6 +128,7 @@ class ImagePlan:
 
 # ---------------------------------------------------------------- derived names
 
+
 def series_tag(pin: Pin) -> str:
     """``0.5.9-kimi.1``: the pin's local version in a form Docker accepts as a tag."""
     return pin.local_version.replace("+", "-")
@@ -129,8 +138,10 @@ def image_tag(pin: Pin) -> str:
     """``0.5.9-kimi.1-cu130``: upstream version, series version, CUDA flavour."""
     tag = f"{series_tag(pin)}-{CUDA_FLAVOR}"
     if not _TAG.fullmatch(tag):
-        raise UserError(f"'{tag}' (from upstream.toml) is not a valid image tag",
-                        "fix [series] local in upstream.toml: letters, digits, '.', '_', '-'")
+        raise UserError(
+            f"'{tag}' (from upstream.toml) is not a valid image tag",
+            "fix [series] local in upstream.toml: letters, digits, '.', '_', '-'",
+        )
     return tag
 
 
@@ -175,8 +186,10 @@ def git_revision(root: Path) -> tuple[str, bool]:
     """HEAD's commit and whether tracked files differ from it."""
     head = _git(root, "rev-parse", "--verify", "HEAD")
     if head.returncode != 0:
-        raise UserError(f"{root} is not a git work tree with a commit",
-                        "the image's revision label names the commit it was built from: commit first")
+        raise UserError(
+            f"{root} is not a git work tree with a commit",
+            "the image's revision label names the commit it was built from: commit first",
+        )
     status = _git(root, "status", "--porcelain", "--untracked-files=no")
     return head.stdout.strip(), bool(status.stdout.strip())
 
@@ -209,11 +222,13 @@ def _public_url(url: str) -> str:
 
 # ---------------------------------------------------------------- planning
 
+
 def resolve_repo(repo: str | None) -> str:
     repo = repo or os.environ.get(REPO_ENV) or DEFAULT_REPO
     if not _REPO.fullmatch(repo):
-        raise UserError(f"'{repo}' is not an image repository name",
-                        "use e.g. ghcr.io/OWNER/sglang-kimi (lower case, no tag)")
+        raise UserError(
+            f"'{repo}' is not an image repository name", "use e.g. ghcr.io/OWNER/sglang-kimi (lower case, no tag)"
+        )
     return repo
 
 
@@ -232,10 +247,16 @@ def resolve_tag(repo: str, tag: str) -> str:
 def resolve_base_image(ref: str) -> str:
     """`--base-image REF`: a repository with a tag or a digest (a bare name would mean :latest)."""
     match = re.fullmatch(r"(?P<repo>[^:@]+(?::[0-9]+/[^:@]+)?)(?::(?P<tag>[^:@/]+))?(?:@sha256:[0-9a-f]{64})?", ref)
-    if not match or not _REPO.fullmatch(match["repo"]) or ("@" not in ref and not match["tag"]) \
-            or (match["tag"] and not _TAG.fullmatch(match["tag"])):
-        raise UserError(f"'{ref}' is not a base image reference",
-                        "use REPOSITORY:TAG or REPOSITORY@sha256:DIGEST, e.g. lmsysorg/sglang:v0.5.9-cu130")
+    if (
+        not match
+        or not _REPO.fullmatch(match["repo"])
+        or ("@" not in ref and not match["tag"])
+        or (match["tag"] and not _TAG.fullmatch(match["tag"]))
+    ):
+        raise UserError(
+            f"'{ref}' is not a base image reference",
+            "use REPOSITORY:TAG or REPOSITORY@sha256:DIGEST, e.g. lmsysorg/sglang:v0.5.9-cu130",
+        )
     return ref
 
 
@@ -249,21 +270,31 @@ def parse_build_args(pairs: list[str] | tuple[str, ...], dockerfile_text: str) -
         if not eq or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
             raise UserError(f"--build-arg '{pair}' is not KEY=VALUE", "e.g. --build-arg FLASHINFER_PREBUILD_JIT=0")
         if key in DERIVED_ARGS:
-            raise UserError(f"--build-arg {key} is derived from the pin and the series",
-                            "use --base-image for the base; the others follow upstream.toml")
+            raise UserError(
+                f"--build-arg {key} is derived from the pin and the series",
+                "use --base-image for the base; the others follow upstream.toml",
+            )
         if key == "FLASHINFER_VERSION":
-            raise UserError("--build-arg FLASHINFER_VERSION bypasses the sm_120 check",
-                            "use --flashinfer-version V")
+            raise UserError("--build-arg FLASHINFER_VERSION bypasses the sm_120 check", "use --flashinfer-version V")
         if key not in declared:
-            raise UserError(f"--build-arg {key}: docker/Dockerfile declares no such ARG",
-                            f"one of {', '.join(sorted(declared - DERIVED_ARGS - {'FLASHINFER_VERSION'}))}")
+            raise UserError(
+                f"--build-arg {key}: docker/Dockerfile declares no such ARG",
+                f"one of {', '.join(sorted(declared - DERIVED_ARGS - {'FLASHINFER_VERSION'}))}",
+            )
         parsed.append((key, value))
     return tuple(parsed)
 
 
-def plan(root: Path, *, repo: str | None = None, extra_tags: list[str] | tuple[str, ...] = (),
-         push: bool = False, flashinfer_version: str | None = None, base: str | None = None,
-         build_arg_pairs: list[str] | tuple[str, ...] = ()) -> ImagePlan:
+def plan(
+    root: Path,
+    *,
+    repo: str | None = None,
+    extra_tags: list[str] | tuple[str, ...] = (),
+    push: bool = False,
+    flashinfer_version: str | None = None,
+    base: str | None = None,
+    build_arg_pairs: list[str] | tuple[str, ...] = (),
+) -> ImagePlan:
     root = Path(root)
     extra_args = parse_build_args(build_arg_pairs, (line_of(root).repo / DOCKERFILE).read_text())
     pin = read_pin(root)
@@ -273,16 +304,22 @@ def plan(root: Path, *, repo: str | None = None, extra_tags: list[str] | tuple[s
     revision, dirty = git_revision(root)
     repo = resolve_repo(repo)
     if push and "/" not in repo:
-        raise UserError(f"--push needs a registry in the repository name, not '{repo}'",
-                        f"pass --repo ghcr.io/OWNER/sglang-kimi or set {REPO_ENV}")
+        raise UserError(
+            f"--push needs a registry in the repository name, not '{repo}'",
+            f"pass --repo ghcr.io/OWNER/sglang-kimi or set {REPO_ENV}",
+        )
     if push and dirty:
-        raise UserError("the work tree has uncommitted changes to tracked files",
-                        "commit them first: a pushed image's revision label must name what it was built from")
+        raise UserError(
+            "the work tree has uncommitted changes to tracked files",
+            "commit them first: a pushed image's revision label must name what it was built from",
+        )
     if flashinfer_version is not None:
         try:
             if Version(flashinfer_version) < MIN_FLASHINFER:
-                raise UserError(f"flashinfer {flashinfer_version} cannot build allreduce fusion for sm_120",
-                                f"use {MIN_FLASHINFER} or later (see docs/deploy.md)")
+                raise UserError(
+                    f"flashinfer {flashinfer_version} cannot build allreduce fusion for sm_120",
+                    f"use {MIN_FLASHINFER} or later (see docs/deploy.md)",
+                )
         except InvalidVersion:
             raise UserError(f"'{flashinfer_version}' is not a version", "e.g. 0.6.17") from None
     tags = [f"{repo}:{image_tag(pin)}"]
@@ -298,8 +335,19 @@ def plan(root: Path, *, repo: str | None = None, extra_tags: list[str] | tuple[s
         "SERIES_VERSION": f"{pin.series_local}.{pin.series_release}",
         "SERIES_SHA256": fingerprint,
     }
-    return ImagePlan(root, repo, tuple(tags), build_args, wheels[0], push, dirty, series_tag(pin),
-                     flashinfer_version, wheels, extra_args)
+    return ImagePlan(
+        root,
+        repo,
+        tuple(tags),
+        build_args,
+        wheels[0],
+        push,
+        dirty,
+        series_tag(pin),
+        flashinfer_version,
+        wheels,
+        extra_args,
+    )
 
 
 def assemble_context(image_plan: ImagePlan, wheels: list[Path], dest: Path) -> list[str]:
@@ -307,11 +355,12 @@ def assemble_context(image_plan: ImagePlan, wheels: list[Path], dest: Path) -> l
     the overlay wheels the pin names, nothing else."""
     names = sorted(w.name for w in wheels)
     if names != sorted(image_plan.context_files):
-        raise UserError(f"the wheels are {', '.join(names)}, the pin says {', '.join(image_plan.context_files)}",
-                        "rerun `python build.py` so the wheels match upstream.toml")
+        raise UserError(
+            f"the wheels are {', '.join(names)}, the pin says {', '.join(image_plan.context_files)}",
+            "rerun `python build.py` so the wheels match upstream.toml",
+        )
     if any(dest.iterdir()):
         raise UserError(f"the build context {dest} is not empty", "use a fresh directory")
     for wheel in wheels:
         shutil.copy2(wheel, dest / wheel.name)
     return sorted(p.name for p in dest.iterdir())
-

@@ -34,9 +34,16 @@ def schema_problems(docs: list[dict], version: str = KUBERNETES_VERSION) -> list
         checked = [doc]
         if doc.get("kind") == "LeaderWorkerSet":
             lwt = doc.get("spec", {}).get("leaderWorkerTemplate", {})
-            checked = [{"apiVersion": "v1", "kind": "PodTemplate",
-                        "metadata": {"name": f"{doc['metadata']['name']}-{part}"}, "template": lwt[part]}
-                       for part in ("leaderTemplate", "workerTemplate") if part in lwt]
+            checked = [
+                {
+                    "apiVersion": "v1",
+                    "kind": "PodTemplate",
+                    "metadata": {"name": f"{doc['metadata']['name']}-{part}"},
+                    "template": lwt[part],
+                }
+                for part in ("leaderTemplate", "workerTemplate")
+                if part in lwt
+            ]
         for item in checked:
             try:
                 kubernetes_validate.validate(item, version, strict=True)
@@ -47,6 +54,7 @@ def schema_problems(docs: list[dict], version: str = KUBERNETES_VERSION) -> list
 
 
 # ---------------------------------------------------------------- policy
+
 
 def _pod_templates(doc: dict) -> Iterator[tuple[str, dict, bool]]:
     """(where, pod template, serves HTTP) of every pod a workload of replicas makes."""
@@ -67,8 +75,7 @@ def _is_worker(template: dict) -> bool:
 
 def _container_problems(where: str, pod: dict, serves: bool) -> list[str]:
     spec = pod.get("spec", {})
-    shm_volumes = {v["name"] for v in spec.get("volumes", [])
-                   if v.get("emptyDir", {}).get("medium") == "Memory"}
+    shm_volumes = {v["name"] for v in spec.get("volumes", []) if v.get("emptyDir", {}).get("medium") == "Memory"}
     problems = []
     for c in spec.get("containers", [])[:1]:
         resources = c.get("resources", {})
@@ -76,8 +83,9 @@ def _container_problems(where: str, pod: dict, serves: bool) -> list[str]:
             got = str(resources.get(kind, {}).get(GPU, ""))
             if got != str(GPUS_PER_REPLICA):
                 problems.append(f"{where}: resources.{kind}['{GPU}'] is '{got}', must be {GPUS_PER_REPLICA}")
-        if not any(m.get("mountPath") == "/dev/shm" and m.get("name") in shm_volumes
-                   for m in c.get("volumeMounts", [])):
+        if not any(
+            m.get("mountPath") == "/dev/shm" and m.get("name") in shm_volumes for m in c.get("volumeMounts", [])
+        ):
             problems.append(f"{where}: no /dev/shm from an emptyDir with medium Memory (NCCL needs it)")
         if serves:
             problems += _probe_problems(where, c)
@@ -92,18 +100,24 @@ def _probe_problems(where: str, container: dict) -> list[str]:
     if startup:
         budget = startup.get("periodSeconds", 10) * startup.get("failureThreshold", 3)
         if budget < MODEL_LOAD_SECONDS:
-            problems.append(f"{where}: startupProbe allows {budget} s, a model load takes up to "
-                            f"{MODEL_LOAD_SECONDS} s: raise failureThreshold")
+            problems.append(
+                f"{where}: startupProbe allows {budget} s, a model load takes up to "
+                f"{MODEL_LOAD_SECONDS} s: raise failureThreshold"
+            )
     return problems
 
 
 def _rollout_problems(doc: dict) -> list[str]:
     spec = doc.get("spec", {})
-    rolling = (spec.get("strategy", {}).get("rollingUpdate") if doc["kind"] == "Deployment"
-               else spec.get("rolloutStrategy", {}).get("rollingUpdateConfiguration")) or {}
+    rolling = (
+        spec.get("strategy", {}).get("rollingUpdate")
+        if doc["kind"] == "Deployment"
+        else spec.get("rolloutStrategy", {}).get("rollingUpdateConfiguration")
+    ) or {}
     if str(rolling.get("maxUnavailable")) != "1" or str(rolling.get("maxSurge", 0)) != "0":
-        return [f"{_name(doc)}: a rollout must take down one replica at a time and add none "
-                "(maxUnavailable 1, maxSurge 0)"]
+        return [
+            f"{_name(doc)}: a rollout must take down one replica at a time and add none (maxUnavailable 1, maxSurge 0)"
+        ]
     return []
 
 
@@ -124,12 +138,24 @@ def _router_problems(docs: list[dict], multinode: bool) -> list[str]:
     wanted = {f"{k}={v}" for k, v in WORKER_LABELS.items()} | ({LEADER_LABEL} if multinode else set())
     if missing := wanted - set(args):
         problems.append(f"Deployment/sglang-router: --selector lacks {sorted(missing)}")
-    roles = {d["metadata"]["name"] for d in docs if d.get("kind") == "Role" and any(
-        "" in r.get("apiGroups", []) and "pods" in r.get("resources", [])
-        and {"get", "list", "watch"} <= set(r.get("verbs", [])) for r in d.get("rules", []))}
-    bound = any(d.get("kind") == "RoleBinding" and d["roleRef"].get("kind") == "Role" and d["roleRef"]["name"] in roles
-                and any(s.get("kind") == "ServiceAccount" and s.get("name") == account for s in d.get("subjects", []))
-                for d in docs)
+    roles = {
+        d["metadata"]["name"]
+        for d in docs
+        if d.get("kind") == "Role"
+        and any(
+            "" in r.get("apiGroups", [])
+            and "pods" in r.get("resources", [])
+            and {"get", "list", "watch"} <= set(r.get("verbs", []))
+            for r in d.get("rules", [])
+        )
+    }
+    bound = any(
+        d.get("kind") == "RoleBinding"
+        and d["roleRef"].get("kind") == "Role"
+        and d["roleRef"]["name"] in roles
+        and any(s.get("kind") == "ServiceAccount" and s.get("name") == account for s in d.get("subjects", []))
+        for d in docs
+    )
     if not account or not any(d.get("kind") == "ServiceAccount" and d["metadata"]["name"] == account for d in docs):
         problems.append("Deployment/sglang-router: no serviceAccountName of a ServiceAccount in the manifests")
     elif not bound:
@@ -141,17 +167,22 @@ def policy_problems(docs: list[dict]) -> list[str]:
     multinode = any(d.get("kind") == "LeaderWorkerSet" for d in docs)
     workloads = [d for d in docs if any(True for _ in _pod_templates(d))]
     if not workloads:
-        return ["no workload of replicas (a Deployment or LeaderWorkerSet labelled "
-                f"{WORKER_LABELS})"]
+        return [f"no workload of replicas (a Deployment or LeaderWorkerSet labelled {WORKER_LABELS})"]
     problems = []
     for doc in workloads:
         for where, pod, serves in _pod_templates(doc):
             problems += _container_problems(where, pod, serves)
         problems += _rollout_problems(doc)
-    if not any(d.get("kind") == "PodDisruptionBudget" and _selects_workers(d["spec"].get("selector", {}))
-               and str(d["spec"].get("maxUnavailable")) == "1" for d in docs):
+    if not any(
+        d.get("kind") == "PodDisruptionBudget"
+        and _selects_workers(d["spec"].get("selector", {}))
+        and str(d["spec"].get("maxUnavailable")) == "1"
+        for d in docs
+    ):
         problems.append("no PodDisruptionBudget with maxUnavailable 1 selecting the replicas")
-    if not any(d.get("kind") == "Service" and d["spec"].get("selector", {}).get("app.kubernetes.io/name") == "sglang-router"
-               for d in docs):
+    if not any(
+        d.get("kind") == "Service" and d["spec"].get("selector", {}).get("app.kubernetes.io/name") == "sglang-router"
+        for d in docs
+    ):
         problems.append("no Service in front of the router")
     return problems + _router_problems(docs, multinode)

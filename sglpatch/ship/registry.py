@@ -27,14 +27,21 @@ from sglpatch.errors import UserError
 _LOOPBACK = re.compile(r"^(localhost|127(?:\.\d+){3}|\[::1\])(?::\d+)?$")
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 _MISSING = re.compile(r"no such manifest|manifest unknown|not found", re.I)
-_UNREACHABLE = re.compile(r"connection refused|no such host|i/o timeout|network is unreachable|"
-                          r"server gave HTTP response to HTTPS client|error pinging|"
-                          r"connection reset|\bEOF\b", re.I)
+_UNREACHABLE = re.compile(
+    r"connection refused|no such host|i/o timeout|network is unreachable|"
+    r"server gave HTTP response to HTTPS client|error pinging|"
+    r"connection reset|\bEOF\b",
+    re.I,
+)
 # a status code counts only where docker names it as one: a port (127.0.0.1:35071) holds digits too
-_DENIED = re.compile(r"unauthorized|denied|authentication required|no basic auth credentials|forbidden|"
-                     r"\bstatus(?: code)?:? ?40[13]\b", re.I)
-_FULL = re.compile(r"no space left on device|disk quota exceeded|insufficient storage|\bstatus(?: code)?:? ?507\b",
-                   re.I)
+_DENIED = re.compile(
+    r"unauthorized|denied|authentication required|no basic auth credentials|forbidden|"
+    r"\bstatus(?: code)?:? ?40[13]\b",
+    re.I,
+)
+_FULL = re.compile(
+    r"no space left on device|disk quota exceeded|insufficient storage|\bstatus(?: code)?:? ?507\b", re.I
+)
 _URL = re.compile(r"\b[a-z][a-z0-9+.-]*://[^\s\"']*", re.I)
 # docker reports a registry's storage failure (a full disk among them) only as its HTTP status
 _SERVER_ERROR = re.compile(r"unexpected HTTP status: 5\d\d[^\n]*", re.I)
@@ -65,8 +72,7 @@ def is_release_tag(ref: str, series: str) -> bool:
 
 
 def _docker(client: str, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run([client, *args], capture_output=True, text=True, env=env,
-                          stdin=subprocess.DEVNULL)
+    return subprocess.run([client, *args], capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL)
 
 
 def docker_words(ref: str, said: str) -> str:
@@ -86,19 +92,26 @@ def failure(ref: str, said: str, action: str) -> UserError:
     last = next((line.strip() for line in reversed(said.strip().splitlines()) if line.strip()), "no output")
     said = docker_words(ref, said)
     if _FULL.search(said):
-        return UserError(f"the registry {host} is out of space ({action} {ref}: {last[:200]})",
-                         "free space on the registry's storage, then rerun; no release tag was written")
+        return UserError(
+            f"the registry {host} is out of space ({action} {ref}: {last[:200]})",
+            "free space on the registry's storage, then rerun; no release tag was written",
+        )
     if _DENIED.search(said):
-        return UserError(f"the registry {host} refused {action} {ref} ({last[:200]})",
-                         f"log in with `docker login {host}` as a user who may push there, then rerun")
+        return UserError(
+            f"the registry {host} refused {action} {ref} ({last[:200]})",
+            f"log in with `docker login {host}` as a user who may push there, then rerun",
+        )
     server = _SERVER_ERROR.search(said)
     if server:
-        return UserError(f"the registry {host} failed while {action} {ref} ({server.group(0).strip()})",
-                         "check its storage (a full disk answers so) and its log, then rerun; "
-                         "no release tag was written")
+        return UserError(
+            f"the registry {host} failed while {action} {ref} ({server.group(0).strip()})",
+            "check its storage (a full disk answers so) and its log, then rerun; no release tag was written",
+        )
     if _UNREACHABLE.search(said):
-        return UserError(f"the registry {host} is not reachable ({last[:200]})",
-                         "check that it runs and the name is right, then rerun")
+        return UserError(
+            f"the registry {host} is not reachable ({last[:200]})",
+            "check that it runs and the name is right, then rerun",
+        )
     return UserError(f"{action} {ref} failed: {last[:300]}", "see docker's output above, then rerun")
 
 
@@ -121,20 +134,22 @@ def remote_image(client: str, ref: str, env: dict[str, str]) -> Remote | None:
         config = manifest.get("config", {}).get("digest")
         if config:
             return Remote(entry["Descriptor"]["digest"], config)
-    raise UserError(f"{ref} in the registry holds no linux/amd64 image",
-                    "push this image under a new release tag (bump [series] release in upstream.toml)")
+    raise UserError(
+        f"{ref} in the registry holds no linux/amd64 image",
+        "push this image under a new release tag (bump [series] release in upstream.toml)",
+    )
 
 
 def local_image_id(client: str, ref: str, env: dict[str, str]) -> str:
     out = _docker(client, "image", "inspect", "--format", "{{.Id}}", ref, env=env)
     if out.returncode != 0 or not _DIGEST.fullmatch(out.stdout.strip()):
-        raise UserError(f"the built image {ref} is not in the Docker engine",
-                        "rerun `python build.py image --push`")
+        raise UserError(f"the built image {ref} is not in the Docker engine", "rerun `python build.py image --push`")
     return out.stdout.strip()
 
 
-def refuse_moving_release_tags(client: str, tags: list[str], image_id: str, series: str,
-                               env: dict[str, str]) -> set[str]:
+def refuse_moving_release_tags(
+    client: str, tags: list[str], image_id: str, series: str, env: dict[str, str]
+) -> set[str]:
     """Release tags that already hold this image (nothing to push); refuses one that holds another."""
     unchanged = set()
     for tag in tags:
@@ -144,9 +159,10 @@ def refuse_moving_release_tags(client: str, tags: list[str], image_id: str, seri
         if remote is None:
             continue
         if remote.config != image_id:
-            raise UserError(f"{tag} already names another image in the registry ({remote.digest}); "
-                            "release tags never move",
-                            "bump [series] release in upstream.toml for a new release, then rerun")
+            raise UserError(
+                f"{tag} already names another image in the registry ({remote.digest}); release tags never move",
+                "bump [series] release in upstream.toml for a new release, then rerun",
+            )
         unchanged.add(tag)
     return unchanged
 
@@ -168,8 +184,7 @@ def push_tag(client: str, tag: str, env: dict[str, str], stream: Callable) -> st
     return digests[-1]
 
 
-def publish(client: str, tags: list[str], image_id: str, series: str, env: dict[str, str],
-            stream: Callable) -> dict:
+def publish(client: str, tags: list[str], image_id: str, series: str, env: dict[str, str], stream: Callable) -> dict:
     """Push every tag of the built image ``image_id``: release tags first, refused before anything
     is pushed if one would move; then check that the registry serves each tag as the pushed digest."""
     unchanged = refuse_moving_release_tags(client, tags, image_id, series, env)
@@ -181,18 +196,21 @@ def publish(client: str, tags: list[str], image_id: str, series: str, env: dict[
             continue
         pushed = push_tag(client, tag, env, stream)
         if digest is not None and pushed != digest:
-            raise UserError(f"{tag} was pushed as {pushed}, the other tags as {digest}",
-                            "rerun; if it persists, the registry rewrites manifests")
+            raise UserError(
+                f"{tag} was pushed as {pushed}, the other tags as {digest}",
+                "rerun; if it persists, the registry rewrites manifests",
+            )
         digest = pushed
         results.append(Pushed(tag, "release" if is_release_tag(tag, series) else "floating", "pushed"))
     pushed_tags = {p.tag for p in results if p.status == "pushed"}
     for tag in ordered:
         remote = remote_image(client, tag, env)
         if remote is None or remote.config != image_id or (tag in pushed_tags and remote.digest != digest):
-            raise UserError(f"the registry does not serve {tag} as the image just pushed "
-                            f"({remote.digest if remote else 'no such tag'})",
-                            "another push raced this one: rerun, and pull by digest")
+            raise UserError(
+                f"the registry does not serve {tag} as the image just pushed "
+                f"({remote.digest if remote else 'no such tag'})",
+                "another push raced this one: rerun, and pull by digest",
+            )
         digest = digest or remote.digest
     repo = tags[0].rpartition(":")[0]
-    return {"digest": digest, "image_id": image_id, "pull": f"{repo}@{digest}",
-            "pushed": [asdict(p) for p in results]}
+    return {"digest": digest, "image_id": image_id, "pull": f"{repo}@{digest}", "pushed": [asdict(p) for p in results]}

@@ -31,10 +31,12 @@ from sglpatch.errors import UserError
 SBOM_REQUIREMENTS = Path("docker") / "sbom-requirements.txt"
 MOUNT = "/opt/sglpatch-sbom"
 CYCLONEDX_SPEC = "1.6"
-_RUN_IN_IMAGE = (f"import sys; sys.path.insert(0, {MOUNT!r}); "
-                 "sys.argv = ['cyclonedx-py', 'environment', '--no-validate', '--output-reproducible', "
-                 f"'--of', 'JSON', '--sv', {CYCLONEDX_SPEC!r}, sys.executable]; "
-                 "from cyclonedx_py._internal.cli import run; sys.exit(run())")
+_RUN_IN_IMAGE = (
+    f"import sys; sys.path.insert(0, {MOUNT!r}); "
+    "sys.argv = ['cyclonedx-py', 'environment', '--no-validate', '--output-reproducible', "
+    f"'--of', 'JSON', '--sv', {CYCLONEDX_SPEC!r}, sys.executable]; "
+    "from cyclonedx_py._internal.cli import run; sys.exit(run())"
+)
 
 
 def generator(repo_root: Path) -> Path:
@@ -47,14 +49,36 @@ def generator(repo_root: Path) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=".cyclonedx-"))
     try:
-        out = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--only-binary=:all:",
-                              "--platform", "any", "--implementation", "py", "--abi", "none",
-                              "--target", str(tmp), "-r", str(requirements)],
-                             capture_output=True, text=True)
+        out = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--no-deps",
+                "--only-binary=:all:",
+                "--platform",
+                "any",
+                "--implementation",
+                "py",
+                "--abi",
+                "none",
+                "--target",
+                str(tmp),
+                "-r",
+                str(requirements),
+            ],
+            capture_output=True,
+            text=True,
+        )
         if out.returncode != 0:
             said = (out.stderr or out.stdout).strip().splitlines()
-            raise UserError(f"installing the SBOM generator from {SBOM_REQUIREMENTS} failed: "
-                            f"{said[-1] if said else out.returncode}", "check the network to PyPI, then rerun")
+            raise UserError(
+                f"installing the SBOM generator from {SBOM_REQUIREMENTS} failed: "
+                f"{said[-1] if said else out.returncode}",
+                "check the network to PyPI, then rerun",
+            )
         (tmp / ".complete").write_text(key + "\n")
         shutil.rmtree(target, ignore_errors=True)
         os.rename(tmp, target)  # whole or absent: an interrupted install is never used
@@ -64,23 +88,46 @@ def generator(repo_root: Path) -> Path:
     return target
 
 
-def make_sbom(client: str, ref: str, env: dict[str, str], tool: Path, image_id: str,
-              labels: dict[str, str]) -> dict:
+def make_sbom(client: str, ref: str, env: dict[str, str], tool: Path, image_id: str, labels: dict[str, str]) -> dict:
     """The image's Python environment as CycloneDX, its main component the image itself."""
-    out = subprocess.run([client, "run", "--rm", "--network", "none", "--label", "sglpatch.sbom=1",
-                          "-v", f"{tool}:{MOUNT}:ro", "--entrypoint", "python3", ref, "-c", _RUN_IN_IMAGE],
-                         capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL)
+    out = subprocess.run(
+        [
+            client,
+            "run",
+            "--rm",
+            "--network",
+            "none",
+            "--label",
+            "sglpatch.sbom=1",
+            "-v",
+            f"{tool}:{MOUNT}:ro",
+            "--entrypoint",
+            "python3",
+            ref,
+            "-c",
+            _RUN_IN_IMAGE,
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        stdin=subprocess.DEVNULL,
+    )
     try:
         bom = json.loads(out.stdout) if out.returncode == 0 else None
     except json.JSONDecodeError:
         bom = None
     if not bom or "components" not in bom:
         said = (out.stderr or out.stdout).strip().splitlines()
-        raise UserError(f"the SBOM generator failed in {ref}: {said[-1] if said else out.returncode}",
-                        "the image's python3 must run; see docs/deploy.md (What is inside)")
+        raise UserError(
+            f"the SBOM generator failed in {ref}: {said[-1] if said else out.returncode}",
+            "the image's python3 must run; see docs/deploy.md (What is inside)",
+        )
     repo, _, tag = ref.rpartition(":")
     bom["metadata"]["component"] = {
-        "type": "container", "bom-ref": image_id, "name": repo, "version": tag,
+        "type": "container",
+        "bom-ref": image_id,
+        "name": repo,
+        "version": tag,
         "hashes": [{"alg": "SHA-256", "content": image_id.removeprefix("sha256:")}],
         "properties": [{"name": f"oci:label:{key}", "value": value} for key, value in sorted(labels.items())],
     }
@@ -108,21 +155,41 @@ def audit(bom: dict, cache: Path | None = None) -> dict:
     with tempfile.TemporaryDirectory(prefix="sglpatch-audit-") as tmp:
         listing, result = Path(tmp) / "requirements.txt", Path(tmp) / "audit.json"
         listing.write_text("\n".join(requirements) + "\n")
-        argv = [sys.executable, "-m", "pip_audit", "--requirement", str(listing), "--no-deps", "--disable-pip",
-                "--progress-spinner", "off", "--format", "json", "--output", str(result)]
+        argv = [
+            sys.executable,
+            "-m",
+            "pip_audit",
+            "--requirement",
+            str(listing),
+            "--no-deps",
+            "--disable-pip",
+            "--progress-spinner",
+            "off",
+            "--format",
+            "json",
+            "--output",
+            str(result),
+        ]
         if cache is not None:
             argv += ["--cache-dir", str(cache)]
         out = subprocess.run(argv, capture_output=True, text=True)
         found = json.loads(result.read_text()) if result.is_file() and result.stat().st_size else None
     if out.returncode not in (0, 1) or found is None:  # 1: vulnerabilities found
         said = (out.stderr or out.stdout).strip().splitlines()
-        return {"audited": False, "error": said[-1] if said else f"pip-audit exited {out.returncode}",
-                "packages": len(requirements)}
+        return {
+            "audited": False,
+            "error": said[-1] if said else f"pip-audit exited {out.returncode}",
+            "packages": len(requirements),
+        }
     answered = [d for d in found.get("dependencies", []) if not d.get("skip_reason")]
     if requirements and not answered:  # e.g. a PyPI proxy that serves no per-release JSON
         first = found["dependencies"][0]["skip_reason"]
-        return {"audited": False, "packages": len(requirements), **found,
-                "error": f"PyPI's advisory data answered for none of the {len(requirements)} packages ({first})"}
+        return {
+            "audited": False,
+            "packages": len(requirements),
+            **found,
+            "error": f"PyPI's advisory data answered for none of the {len(requirements)} packages ({first})",
+        }
     return {"audited": True, "source": "PyPI advisory data (pip-audit)", "audited_as": audited_as, **found}
 
 
@@ -133,12 +200,22 @@ def summary(report: dict) -> str:
     vulnerable = [d for d in dependencies if d.get("vulns")]
     count = sum(len(d["vulns"]) for d in vulnerable)
     skipped = sum(1 for d in dependencies if d.get("skip_reason"))
-    return (f"{count} known vulnerabilit{'y' if count == 1 else 'ies'} in {len(vulnerable)} of "
-            f"{len(dependencies) - skipped} audited packages ({skipped} unknown to PyPI)")
+    return (
+        f"{count} known vulnerabilit{'y' if count == 1 else 'ies'} in {len(vulnerable)} of "
+        f"{len(dependencies) - skipped} audited packages ({skipped} unknown to PyPI)"
+    )
 
 
-def record(root: Path, repo_root: Path, client: str, ref: str, env: dict[str, str], image_id: str,
-           labels: dict[str, str], say=print) -> dict:
+def record(
+    root: Path,
+    repo_root: Path,
+    client: str,
+    ref: str,
+    env: dict[str, str],
+    image_id: str,
+    labels: dict[str, str],
+    say=print,
+) -> dict:
     """Write ``<line>/dist/image/<id>.cdx.json`` and ``<id>.audit.json``; return their paths and counts."""
     bom = make_sbom(client, ref, env, generator(repo_root), image_id, labels)
     report = audit(bom, cache_dir() / "pip-audit")
@@ -152,5 +229,9 @@ def record(root: Path, repo_root: Path, client: str, ref: str, env: dict[str, st
         os.replace(tmp, paths[key])
     say(f"SBOM: {len(bom['components'])} components -> {paths['sbom']}")
     say(f"vulnerabilities: {summary(report)} -> {paths['audit']}")
-    return {"sbom": str(paths["sbom"]), "audit": str(paths["audit"]), "components": len(bom["components"]),
-            "audit_summary": summary(report)}
+    return {
+        "sbom": str(paths["sbom"]),
+        "audit": str(paths["audit"]),
+        "components": len(bom["components"]),
+        "audit_summary": summary(report),
+    }

@@ -45,12 +45,13 @@ def record_hash(data: bytes) -> str:
 def wheel_member(repo_path: str) -> str | None:
     """The wheel member for an upstream repository path, or None if the wheel does not ship it."""
     if repo_path.startswith(PACKAGE_PREFIX + "sglang/"):
-        return repo_path[len(PACKAGE_PREFIX):]
+        return repo_path[len(PACKAGE_PREFIX) :]
     return None
 
 
-def build_overlay(upstream_wheel: Path, patched_tree: Path, changed: list[str], local_version: str,
-                  out_dir: Path, provenance: dict) -> OverlayWheel:
+def build_overlay(
+    upstream_wheel: Path, patched_tree: Path, changed: list[str], local_version: str, out_dir: Path, provenance: dict
+) -> OverlayWheel:
     """Write the overlay wheel into ``out_dir``.
 
     ``changed`` are upstream-repository paths the series touches; each is read from
@@ -59,8 +60,10 @@ def build_overlay(upstream_wheel: Path, patched_tree: Path, changed: list[str], 
     name, version, build, tags = parse_wheel_filename(upstream_wheel.name)
     new_version = Version(local_version)
     if new_version.public != version.public:
-        raise UserError(f"local version {local_version} does not extend the wheel's {version}",
-                        "the pin and the upstream wheel disagree; rerun `python build.py`")
+        raise UserError(
+            f"local version {local_version} does not extend the wheel's {version}",
+            "the pin and the upstream wheel disagree; rerun `python build.py`",
+        )
     tag = upstream_wheel.name.removesuffix(".whl").split("-", 2)[2]
     out_dir.mkdir(parents=True, exist_ok=True)
     target = out_dir / f"{name}-{new_version}-{tag}.whl"
@@ -74,8 +77,9 @@ def build_overlay(upstream_wheel: Path, patched_tree: Path, changed: list[str], 
 
     partial = target.with_name(target.name + ".part")
     try:
-        replaced, added, removed = _write_members(upstream_wheel, partial, overrides, f"{name}-{version}",
-                                                  new_version, f"{name}-{new_version}", provenance)
+        replaced, added, removed = _write_members(
+            upstream_wheel, partial, overrides, f"{name}-{version}", new_version, f"{name}-{new_version}", provenance
+        )
         partial.replace(target)
     except BaseException:  # a refused METADATA, a full disk, Ctrl-C: no half-written wheel is left
         partial.unlink(missing_ok=True)
@@ -84,15 +88,21 @@ def build_overlay(upstream_wheel: Path, patched_tree: Path, changed: list[str], 
     return OverlayWheel(target, digest, tuple(replaced), tuple(added), tuple(removed))
 
 
-def _write_members(upstream_wheel: Path, partial: Path, overrides: dict[str, bytes | None], old: str,
-                   new_version: Version, new: str, provenance: dict) -> tuple[list[str], list[str], list[str]]:
+def _write_members(
+    upstream_wheel: Path,
+    partial: Path,
+    overrides: dict[str, bytes | None],
+    old: str,
+    new_version: Version,
+    new: str,
+    provenance: dict,
+) -> tuple[list[str], list[str], list[str]]:
     """Upstream's members into ``partial`` with ``overrides`` applied and the dist-info of the new
     version; (replaced, added, removed) members."""
     old_info, new_info = f"{old}.dist-info", f"{new}.dist-info"
     replaced, removed = [], []
     records: list[tuple[str, bytes]] = []
-    with zipfile.ZipFile(upstream_wheel) as src, \
-            zipfile.ZipFile(partial, "w") as dst:  # _write compresses each member
+    with zipfile.ZipFile(upstream_wheel) as src, zipfile.ZipFile(partial, "w") as dst:  # _write compresses each member
         infos = src.infolist()
         timestamp = max(i.date_time for i in infos)
         upstream_members = {i.filename for i in infos}

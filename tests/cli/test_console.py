@@ -16,8 +16,9 @@ from sglpatch.cli.main import checkout_of
 
 def run_module(cwd, *argv):
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    return subprocess.run([sys.executable, "-m", "sglpatch", *argv], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "sglpatch", *argv], cwd=cwd, env=env, capture_output=True, text=True, timeout=120
+    )
 
 
 def test_the_checkout_is_found_from_a_line_directory_inside_it():
@@ -35,8 +36,12 @@ def test_outside_any_checkout_it_says_so_in_one_line(tmp_path):
 
 
 def test_the_package_builds_a_wheel_with_the_console_script(tmp_path):
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(REPO_ROOT)],
-                   check=True, capture_output=True, timeout=600)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(REPO_ROOT)],
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
     (wheel,) = tmp_path.glob("sglpatch-*.whl")
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()

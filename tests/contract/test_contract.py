@@ -31,9 +31,16 @@ KIMI = "KimiK25ForConditionalGeneration"
 PIN = read_pin(REPO_ROOT)
 
 # The mini runtime's contract: what tests/fixtures/contract/mini accesses on the target model.
-MINI_REQUIRED = {"forward", "get_embed_and_head", "load_weights", "model", "register_forward_hook",
-                 "routed_experts_weights_of_layer", "set_eagle3_layers_to_capture"}
-PLAIN_WRAPPER = '''
+MINI_REQUIRED = {
+    "forward",
+    "get_embed_and_head",
+    "load_weights",
+    "model",
+    "register_forward_hook",
+    "routed_experts_weights_of_layer",
+    "set_eagle3_layers_to_capture",
+}
+PLAIN_WRAPPER = """
 from torch import nn
 from sglang.srt.models.llama import LlamaForCausalLM
 
@@ -51,7 +58,7 @@ class PlainVLM(nn.Module):
 
 
 EntryClass = [PlainVLM]
-'''
+"""
 
 
 @pytest.fixture
@@ -71,11 +78,13 @@ def test_contract_is_derived_with_sites_guards_paths_and_roles(mini):
     assert report.problems == []
     assert {label for label, item in c.target.items() if item.required} == MINI_REQUIRED
     guards = {label: item.guards for label, item in c.target.items() if not item.required}
-    assert guards == {"start_layer": ["getattr-default"],
-                      "get_attention_sliding_window_size": ["hasattr"],
-                      "load_kv_cache_scales": ["try-except"],
-                      "get_model_config_for_expert_location": ["hasattr"],
-                      "forward(pp_proxy_tensors)": ["signature-probe"]}
+    assert guards == {
+        "start_layer": ["getattr-default"],
+        "get_attention_sliding_window_size": ["hasattr"],
+        "load_kv_cache_scales": ["try-except"],
+        "get_model_config_for_expert_location": ["hasattr"],
+        "forward(pp_proxy_tensors)": ["signature-probe"],
+    }
     capture = c.target["set_eagle3_layers_to_capture"]
     assert [s.location for s in capture.sites] == [f"{SRT}/model_executor/model_runner.py:39"]
     assert capture.features == ["eagle3"]
@@ -90,27 +99,34 @@ def test_contract_is_derived_with_sites_guards_paths_and_roles(mini):
     # the draft model's contract is separate
     assert {"set_embed_and_head", "hot_token_id"} <= set(c.draft)
     assert "set_embed_and_head" not in c.target
-    assert all(c.patterns[p] for p in ("runner-self", "runner-name", "target-worker",
-                                       "draft-runner", "model-arch"))
+    assert all(c.patterns[p] for p in ("runner-self", "runner-name", "target-worker", "draft-runner", "model-arch"))
 
 
-ASSERTED_PROBE = ("        self.support_pp = \"pp_proxy_tensors\" in inspect.signature(self.model.forward).parameters\n",
-                  "        self.support_pp = \"pp_proxy_tensors\" in inspect.signature(self.model.forward).parameters\n"
-                  "        if self.pp_size > 1:\n"
-                  "            assert self.support_pp, 'Pipeline Parallel is not compatible with this model.'\n")
-
-
-@pytest.mark.parametrize("enforce", [
+ASSERTED_PROBE = (
+    '        self.support_pp = "pp_proxy_tensors" in inspect.signature(self.model.forward).parameters\n',
+    '        self.support_pp = "pp_proxy_tensors" in inspect.signature(self.model.forward).parameters\n'
+    "        if self.pp_size > 1:\n"
     "            assert self.support_pp, 'Pipeline Parallel is not compatible with this model.'\n",
-    "            if not self.support_pp:\n                raise ValueError('no pipeline parallel')\n",
-    "            assert self.pp_size and self.support_pp\n",
-])
+)
+
+
+@pytest.mark.parametrize(
+    "enforce",
+    [
+        "            assert self.support_pp, 'Pipeline Parallel is not compatible with this model.'\n",
+        "            if not self.support_pp:\n                raise ValueError('no pipeline parallel')\n",
+        "            assert self.pp_size and self.support_pp\n",
+    ],
+)
 def test_a_probe_whose_result_an_assert_enforces_is_required_on_that_path(tmp_path, enforce):
     """``self.support_pp = "pp_proxy_tensors" in signature(model.forward)...`` then ``assert
     self.support_pp`` under ``pp_size > 1``: the probe only makes the error clearer."""
     old, _ = ASSERTED_PROBE
-    tree = make_tree(tmp_path, {"models/plain_wrapper.py": PLAIN_WRAPPER}, {"model_executor/model_runner.py": [
-        (old, old + "        if self.pp_size > 1:\n" + enforce)]})
+    tree = make_tree(
+        tmp_path,
+        {"models/plain_wrapper.py": PLAIN_WRAPPER},
+        {"model_executor/model_runner.py": [(old, old + "        if self.pp_size > 1:\n" + enforce)]},
+    )
     m = check_tree(tree, ["PlainVLM"], cache=False).model("PlainVLM")
     gap = {s.item.label: s for s in m.gaps}.get("forward(pp_proxy_tensors)")
     assert gap is not None, [s.item.label for s in m.gaps]
@@ -119,18 +135,31 @@ def test_a_probe_whose_result_an_assert_enforces_is_required_on_that_path(tmp_pa
     assert gap.item.features == ["pipeline"]
 
 
-@pytest.mark.parametrize("use, required", [
-    ("        assert embed is not None, 'no get_input_embeddings'\n", True),
-    ("        if embed is None:\n            raise ValueError('no get_input_embeddings')\n", True),
-    # the twin: a None result the code copes with
-    ("        if embed is not None:\n            embed()\n", False),
-])
+@pytest.mark.parametrize(
+    "use, required",
+    [
+        ("        assert embed is not None, 'no get_input_embeddings'\n", True),
+        ("        if embed is None:\n            raise ValueError('no get_input_embeddings')\n", True),
+        # the twin: a None result the code copes with
+        ("        if embed is not None:\n            embed()\n", False),
+    ],
+)
 def test_a_getattr_none_result_that_an_assert_refuses_is_required(tmp_path, use, required):
     """``embed = getattr(model, "x", None)`` then ``assert embed is not None`` (0.5.23's prefill CUDA
     graph runner and ``get_input_embeddings``): start-up dies without the member."""
-    tree = make_tree(tmp_path, {}, {"model_executor/model_runner.py": [(
-        "    def kernel_warmup(self):\n        pass\n",
-        "    def kernel_warmup(self):\n        embed = getattr(self.model, 'embeddings_probe', None)\n" + use)]})
+    tree = make_tree(
+        tmp_path,
+        {},
+        {
+            "model_executor/model_runner.py": [
+                (
+                    "    def kernel_warmup(self):\n        pass\n",
+                    "    def kernel_warmup(self):\n        embed = getattr(self.model, 'embeddings_probe', None)\n"
+                    + use,
+                )
+            ]
+        },
+    )
     item = check_tree(tree, ["LlamaForCausalLM"], cache=False).contract.target["embeddings_probe"]
     assert item.required is required
     assert [a.guard for a in item.sites] == (["asserted"] if required else ["getattr-default"])
@@ -139,30 +168,52 @@ def test_a_getattr_none_result_that_an_assert_refuses_is_required(tmp_path, use,
 def test_a_probe_whose_result_is_only_branched_on_stays_optional(tmp_path):
     """The twin: ``if self.support_pp: ...`` (a feature switched off) is not an assert."""
     old, _ = ASSERTED_PROBE
-    tree = make_tree(tmp_path, {"models/plain_wrapper.py": PLAIN_WRAPPER}, {"model_executor/model_runner.py": [
-        (old, old + "        if self.support_pp:\n            self.pp_ready = True\n"
-                    "        self.support_pp = False\n        assert not self.support_pp\n")]})
+    tree = make_tree(
+        tmp_path,
+        {"models/plain_wrapper.py": PLAIN_WRAPPER},
+        {
+            "model_executor/model_runner.py": [
+                (
+                    old,
+                    old + "        if self.support_pp:\n            self.pp_ready = True\n"
+                    "        self.support_pp = False\n        assert not self.support_pp\n",
+                )
+            ]
+        },
+    )
     m = check_tree(tree, ["PlainVLM"], cache=False).model("PlainVLM")
     assert "forward(pp_proxy_tensors)" in {s.item.label for s in m.by("optional")}
     assert "forward(pp_proxy_tensors)" not in {s.item.label for s in m.gaps}
 
 
-@pytest.mark.parametrize("otherwise, required", [
-    ("            raise ValueError('DFLASH needs set_dflash_probe')\n", True),
-    ("            self.dflash = None\n", False),  # the twin: a path switched off, not an error
-])
+@pytest.mark.parametrize(
+    "otherwise, required",
+    [
+        ("            raise ValueError('DFLASH needs set_dflash_probe')\n", True),
+        ("            self.dflash = None\n", False),  # the twin: a path switched off, not an error
+    ],
+)
 def test_an_elif_chain_that_ends_in_raise_requires_its_last_probe(tmp_path, otherwise, required):
     """0.5.19's ``if is_dspark and hasattr(model, "set_dspark_..."): ... elif hasattr(model,
     "set_dflash_layers_to_capture"): ... else: raise``: the last probe is enforced, the first is
     not (a DSPARK model falls back to the DFLASH method)."""
-    tree = make_tree(tmp_path, {}, {"model_executor/model_runner.py": [(
-        "    def kernel_warmup(self):\n        pass\n",
-        "    def kernel_warmup(self):\n"
-        "        if self.dspark and hasattr(self.model, 'set_dspark_probe'):\n"
-        "            self.model.set_dspark_probe(1)\n"
-        "        elif hasattr(self.model, 'set_dflash_probe'):\n"
-        "            self.model.set_dflash_probe(1)\n"
-        "        else:\n" + otherwise)]})
+    tree = make_tree(
+        tmp_path,
+        {},
+        {
+            "model_executor/model_runner.py": [
+                (
+                    "    def kernel_warmup(self):\n        pass\n",
+                    "    def kernel_warmup(self):\n"
+                    "        if self.dspark and hasattr(self.model, 'set_dspark_probe'):\n"
+                    "            self.model.set_dspark_probe(1)\n"
+                    "        elif hasattr(self.model, 'set_dflash_probe'):\n"
+                    "            self.model.set_dflash_probe(1)\n"
+                    "        else:\n" + otherwise,
+                )
+            ]
+        },
+    )
     target = check_tree(tree, ["LlamaForCausalLM"], cache=False).contract.target
     assert target["set_dflash_probe"].required is required
     assert not target["set_dspark_probe"].required
@@ -227,35 +278,53 @@ class Recorder:
 USE
         return Recorder()
 """
-NONE_FLOW_CALL = ("    def kernel_warmup(self):\n        pass\n",
-                  "    def kernel_warmup(self):\n"
-                  "        set_metadata(compute_metadata(self.model_config))\n"
-                  "        set_shared(compute_metadata(self.model_config))\n"
-                  "        self.recorder = Recorder.init_new(self.server_args, SOURCE)\n")
+NONE_FLOW_CALL = (
+    "    def kernel_warmup(self):\n        pass\n",
+    "    def kernel_warmup(self):\n"
+    "        set_metadata(compute_metadata(self.model_config))\n"
+    "        set_shared(compute_metadata(self.model_config))\n"
+    "        self.recorder = Recorder.init_new(self.server_args, SOURCE)\n",
+)
 PROBED = "get_model_config_for_expert_location"
 
 
-@pytest.mark.parametrize("source_, use, required", [
-    ("get_metadata()", "            assert metadata is not None, 'no expert location'", True),
-    ("get_metadata()", "            return metadata['layers']", True),
-    ("get_metadata()", "            if metadata is None or not metadata['layers']:\n                raise ValueError('none')", True),
-    ("get_shared()", "            assert metadata is not None", True),  # a process-wide object's attribute
-    # the twins: a None the code copes with, another attribute, a procedure's bare return
-    ("get_metadata()", "            if metadata is not None:\n                return metadata['layers']", False),
-    ("get_metadata()", "            if not isinstance(metadata, dict):\n                return None\n"
-                       "            return metadata['layers']", False),
-    ("get_resources().other", "            assert metadata is not None", False),
-    ("warm(self.model_config)", "            assert metadata is not None", False),
-])
-def test_a_probe_none_followed_through_returns_globals_and_arguments_to_its_assert(tmp_path, source_, use,
-                                                                                   required):
+@pytest.mark.parametrize(
+    "source_, use, required",
+    [
+        ("get_metadata()", "            assert metadata is not None, 'no expert location'", True),
+        ("get_metadata()", "            return metadata['layers']", True),
+        (
+            "get_metadata()",
+            "            if metadata is None or not metadata['layers']:\n                raise ValueError('none')",
+            True,
+        ),
+        ("get_shared()", "            assert metadata is not None", True),  # a process-wide object's attribute
+        # the twins: a None the code copes with, another attribute, a procedure's bare return
+        ("get_metadata()", "            if metadata is not None:\n                return metadata['layers']", False),
+        (
+            "get_metadata()",
+            "            if not isinstance(metadata, dict):\n                return None\n"
+            "            return metadata['layers']",
+            False,
+        ),
+        ("get_resources().other", "            assert metadata is not None", False),
+        ("warm(self.model_config)", "            assert metadata is not None", False),
+    ],
+)
+def test_a_probe_none_followed_through_returns_globals_and_arguments_to_its_assert(tmp_path, source_, use, required):
     """0.5.9's EPLB: ``from_model_config`` returns None without ``get_model_config_for_expert_location``,
     two helpers pass it on, a module global keeps it (0.5.16 on: an attribute of ``get_resources()``),
     and ``ExpertDistributionRecorder.init_new`` asserts it when a recorder mode is set."""
-    tree = make_tree(tmp_path, {"eplb/recorder.py": EXPERT_METADATA.replace("USE", use)}, {
-        "model_executor/model_runner.py": [
-            (NONE_FLOW_CALL[0], NONE_FLOW_CALL[1].replace("SOURCE", source_)),
-            ("import inspect\n", "import inspect\n\nfrom sglang.srt.eplb.recorder import *\n")]})
+    tree = make_tree(
+        tmp_path,
+        {"eplb/recorder.py": EXPERT_METADATA.replace("USE", use)},
+        {
+            "model_executor/model_runner.py": [
+                (NONE_FLOW_CALL[0], NONE_FLOW_CALL[1].replace("SOURCE", source_)),
+                ("import inspect\n", "import inspect\n\nfrom sglang.srt.eplb.recorder import *\n"),
+            ]
+        },
+    )
     item = check_tree(tree, ["LlamaForCausalLM"], cache=False).contract.target[PROBED]
     assert item.required is required
     if required:
@@ -282,22 +351,34 @@ class Manager:
     def elsewhere(self):
         return self._plain().not_the_model
 """
-GETTER_CALL = ("        self.load_model()\n",
-               "        self.load_model()\n"
-               "        self.manager = Manager(get_model=lambda: self.model, get_runner=lambda: self,\n"
-               "                               not_a_getter=lambda: self.loader)\n"
-               "        self.log(width=self.model.read_in_a_keyword, height=self.loader.not_the_model)\n")
+GETTER_CALL = (
+    "        self.load_model()\n",
+    "        self.load_model()\n"
+    "        self.manager = Manager(get_model=lambda: self.model, get_runner=lambda: self,\n"
+    "                               not_a_getter=lambda: self.loader)\n"
+    "        self.log(width=self.model.read_in_a_keyword, height=self.loader.not_the_model)\n",
+)
 
 
 def test_members_reached_through_stored_getters_and_keyword_values_are_in_the_contract(tmp_path):
     """``Manager(get_model=lambda: self.model)`` then ``self._get_model().x`` elsewhere (the
     pattern upstream spreads from 0.5.16 on), and ``f(width=self.model.x)``: both were invisible."""
-    tree = make_tree(tmp_path, {"eplb/manager.py": STORED_GETTERS}, {"model_executor/model_runner.py": [
-        GETTER_CALL, ("import inspect\n", "import inspect\n\nfrom sglang.srt.eplb.manager import Manager\n")]})
+    tree = make_tree(
+        tmp_path,
+        {"eplb/manager.py": STORED_GETTERS},
+        {
+            "model_executor/model_runner.py": [
+                GETTER_CALL,
+                ("import inspect\n", "import inspect\n\nfrom sglang.srt.eplb.manager import Manager\n"),
+            ]
+        },
+    )
     target = check_tree(tree, ["LlamaForCausalLM"], cache=False).contract.target
-    for member, function in (("through_a_stored_getter", "Manager.rebalance"),
-                             ("through_a_runner_getter", "Manager.reload"),
-                             ("read_in_a_keyword", "ModelRunner.initialize")):
+    for member, function in (
+        ("through_a_stored_getter", "Manager.rebalance"),
+        ("through_a_runner_getter", "Manager.reload"),
+        ("read_in_a_keyword", "ModelRunner.initialize"),
+    ):
         assert member in target, sorted(target)
         (site,) = target[member].sites
         assert site.function == function and site.guard is None
@@ -305,30 +386,40 @@ def test_members_reached_through_stored_getters_and_keyword_values_are_in_the_co
     assert "not_the_model" not in target
 
 
-CALLER_GUARD = ("    def kernel_warmup(self):\n        pass\n",
-                "    def kernel_warmup(self):\n"
-                "        if not hasattr(self.model, 'probed_by_the_caller'):\n"
-                "            return\n"
-                "        outer_helper(self.model)\n"
-                "        if hasattr(self.model, 'probed_around_the_call'):\n"
-                "            read_around(self.model)\n"
-                "{twin}")
-CALLER_GUARD_HELPERS = ("def register_hooks(model, hooks):\n",
-                        "def outer_helper(model):\n"
-                        "    return inner_helper(model)\n\n\n"
-                        "def inner_helper(model):\n"
-                        "    return model.probed_by_the_caller\n\n\n"
-                        "def read_around(model):\n"
-                        "    return model.probed_around_the_call\n\n\n"
-                        "def register_hooks(model, hooks):\n")
+CALLER_GUARD = (
+    "    def kernel_warmup(self):\n        pass\n",
+    "    def kernel_warmup(self):\n"
+    "        if not hasattr(self.model, 'probed_by_the_caller'):\n"
+    "            return\n"
+    "        outer_helper(self.model)\n"
+    "        if hasattr(self.model, 'probed_around_the_call'):\n"
+    "            read_around(self.model)\n"
+    "{twin}",
+)
+CALLER_GUARD_HELPERS = (
+    "def register_hooks(model, hooks):\n",
+    "def outer_helper(model):\n"
+    "    return inner_helper(model)\n\n\n"
+    "def inner_helper(model):\n"
+    "    return model.probed_by_the_caller\n\n\n"
+    "def read_around(model):\n"
+    "    return model.probed_around_the_call\n\n\n"
+    "def register_hooks(model, hooks):\n",
+)
 
 
-@pytest.mark.parametrize("twin, required", [
-    ("", False),
-    # the twin: one more call site that probes nothing, so absence still breaks that path
-    ("\n    def init_device_graphs(self):\n        read_around(self.model)\n"
-     "        self.graph_runner = CudaGraphRunner(self)\n", True),
-])
+@pytest.mark.parametrize(
+    "twin, required",
+    [
+        ("", False),
+        # the twin: one more call site that probes nothing, so absence still breaks that path
+        (
+            "\n    def init_device_graphs(self):\n        read_around(self.model)\n"
+            "        self.graph_runner = CudaGraphRunner(self)\n",
+            True,
+        ),
+    ],
+)
 def test_a_guard_in_the_caller_protects_the_reads_in_its_helpers(tmp_path, twin, required):
     """``if not hasattr(model, "x"): return`` then ``helper(model)`` reading ``model.x``: the read
     is guarded on every path that reaches it, also two helpers down (0.5.10 and 0.5.11's
@@ -393,19 +484,33 @@ def test_what_the_loader_sets_on_every_model_and_protocol_checks_are_known(tmp_p
     ``isinstance(model, P)`` for a Protocol probes P's members (0.5.23's DSpark projector); the
     twins: an attribute set only under a condition or on a model the function does not return,
     and an isinstance test against an ordinary class."""
-    tree = make_tree(tmp_path, {"models/plain_wrapper.py": PLAIN_WRAPPER, "model_loader/loader.py": LOADER,
-                                "speculative/projection.py": PROTOCOL_READS},
-                     {"model_executor/model_runner.py": [
-                         ("    def kernel_warmup(self):\n        pass\n",
-                          "    def kernel_warmup(self):\n        configure(self.model)\n"),
-                         ("import inspect\n", "import inspect\n\nfrom sglang.srt.speculative.projection import configure\n")]})
+    tree = make_tree(
+        tmp_path,
+        {
+            "models/plain_wrapper.py": PLAIN_WRAPPER,
+            "model_loader/loader.py": LOADER,
+            "speculative/projection.py": PROTOCOL_READS,
+        },
+        {
+            "model_executor/model_runner.py": [
+                (
+                    "    def kernel_warmup(self):\n        pass\n",
+                    "    def kernel_warmup(self):\n        configure(self.model)\n",
+                ),
+                ("import inspect\n", "import inspect\n\nfrom sglang.srt.speculative.projection import configure\n"),
+            ]
+        },
+    )
     report = check_tree(tree, ["PlainVLM"], cache=False)
     target = report.contract.target
     assert [a.guard for a in target["set_projector"].sites] == ["hasattr"]
     assert target["set_other"].required
     found = statuses(report, "PlainVLM")
     given = found["every_model_gets_this"]
-    assert given.verdict == "ok" and (given.lookup.owner, given.lookup.kind) == ("the model loader", "set on every model")
+    assert given.verdict == "ok" and (given.lookup.owner, given.lookup.kind) == (
+        "the model loader",
+        "set on every model",
+    )
     assert given.lookup.location == f"{SRT}/model_loader/loader.py:5"
     assert found["only_some_models_get_this"].verdict == "unsupported"
     assert found["built_but_not_returned"].verdict == "unsupported"
@@ -414,20 +519,27 @@ def test_what_the_loader_sets_on_every_model_and_protocol_checks_are_known(tmp_p
 RUNTIME_CHOICE = PLAIN_WRAPPER.replace("PlainVLM", "ChosenVLM").replace(
     "        self.language_model = LlamaForCausalLM(config.text_config, quant_config)\n",
     "        lm_cls = self._language_model_cls(config.text_config)\n"
-    "        self.language_model = lm_cls(config.text_config, quant_config)\n")
+    "        self.language_model = lm_cls(config.text_config, quant_config)\n",
+)
 
 
-@pytest.mark.parametrize("entry, verdict", [
-    ("EntryClass = [LlamaForCausalLM]\n", "gap"),
-    # the twin: with no language model SGLang can load, nothing shows the member exists
-    ("EntryClass = []\n", "unverified"),
-])
+@pytest.mark.parametrize(
+    "entry, verdict",
+    [
+        ("EntryClass = [LlamaForCausalLM]\n", "gap"),
+        # the twin: with no language model SGLang can load, nothing shows the member exists
+        ("EntryClass = []\n", "unverified"),
+    ],
+)
 def test_an_inner_model_chosen_at_run_time_is_checked_against_every_candidate(tmp_path, entry, verdict):
     """``self.language_model = lm_cls(...)`` (0.5.9's Llava, 0.5.23's Mistral3): any language model
     SGLang loads may be the inner one, so a required member one of them has is a gap, not
     "unverified" (which let ``check --all-models`` exit 0)."""
-    tree = make_tree(tmp_path, {"models/chosen.py": RUNTIME_CHOICE},
-                     {"models/llama.py": [("EntryClass = [LlamaForCausalLM]\n", entry)]})
+    tree = make_tree(
+        tmp_path,
+        {"models/chosen.py": RUNTIME_CHOICE},
+        {"models/llama.py": [("EntryClass = [LlamaForCausalLM]\n", entry)]},
+    )
     m = check_tree(tree, ["ChosenVLM"], cache=False).model("ChosenVLM")
     assert m.inners[0]["classes"] == ["<runtime choice>"]
     found = {s.item.label: s for s in m.statuses}
@@ -437,15 +549,19 @@ def test_an_inner_model_chosen_at_run_time_is_checked_against_every_candidate(tm
         assert m.inners[0]["candidates"] == 1 and [c for c, _ in capture.inner] == ["LlamaForCausalLM"]
 
 
-@pytest.mark.parametrize("reads, verdict", [
-    ("self.language_model.embed_tokens.weight", "broken"),  # LlamaForCausalLM has no embed_tokens
-    ("self.language_model.get_embed_and_head()", "ok"),  # the twin: what the inner model has
-])
+@pytest.mark.parametrize(
+    "reads, verdict",
+    [
+        ("self.language_model.embed_tokens.weight", "broken"),  # LlamaForCausalLM has no embed_tokens
+        ("self.language_model.get_embed_and_head()", "ok"),  # the twin: what the inner model has
+    ],
+)
 def test_a_member_whose_body_reads_what_the_inner_model_lacks_is_a_gap(tmp_path, reads, verdict):
     """Present is not enough: 0.5.9's DotsOCR has ``get_embed_and_head`` and it returns
     ``self.model.embed_tokens.weight`` on a Qwen2ForCausalLM, which has no ``embed_tokens``."""
-    wrapper = PLAIN_WRAPPER.replace("\n\n\nEntryClass", f"\n\n    def get_embed_and_head(self):\n"
-                                    f"        return {reads}\n\n\nEntryClass")
+    wrapper = PLAIN_WRAPPER.replace(
+        "\n\n\nEntryClass", f"\n\n    def get_embed_and_head(self):\n        return {reads}\n\n\nEntryClass"
+    )
     tree = make_tree(tmp_path, {"models/plain_wrapper.py": wrapper})
     m = check_tree(tree, ["PlainVLM"], cache=False).model("PlainVLM")
     status = {s.item.label: s for s in m.statuses}["get_embed_and_head"]
@@ -456,21 +572,26 @@ def test_a_member_whose_body_reads_what_the_inner_model_lacks_is_a_gap(tmp_path,
         assert status.lookup.location == f"{SRT}/models/plain_wrapper.py:18"
 
 
-
-NESTED = """
+NESTED = (
+    """
 from torch import nn
 from sglang.srt.models.llama import LlamaForCausalLM
 from sglang.srt.models.plain_wrapper import PlainVLM
 from transformers import GenerationMixin
 
 
-""" + "".join(f"""
+"""
+    + "".join(
+        f"""
 class Deep{n}(nn.Module):
     def __init__(self, config):
         super().__init__()
-        self.{'language_model' if n == 4 else 'inner'} = {'LlamaForCausalLM' if n == 4 else f'Deep{n + 1}'}(config)
+        self.{"language_model" if n == 4 else "inner"} = {"LlamaForCausalLM" if n == 4 else f"Deep{n + 1}"}(config)
 
-""" for n in (4, 3, 2, 1, 0)) + """
+"""
+        for n in (4, 3, 2, 1, 0)
+    )
+    + """
 
 class Holder(nn.Module):
     def __init__(self, config):
@@ -519,6 +640,7 @@ class Mixed(GenerationMixin, Holder):
 
 EntryClass = [Deep0, Override, Unknowable, DraftLM, Ping, Remote, Mixed]
 """
+)
 
 
 def test_wrappers_are_found_however_deep_whatever_their_bases_hold_and_where(tmp_path):
@@ -531,14 +653,27 @@ def test_wrappers_are_found_however_deep_whatever_their_bases_hold_and_where(tmp
     assertion has its twin in the next class."""
     an = Analysis(make_tree(tmp_path, {"models/plain_wrapper.py": PLAIN_WRAPPER, "models/nested.py": NESTED}))
     ci = an.classes
-    ref = {n: ClassRef("sglang.srt.models.nested", n) for n in
-           ("Deep0", "Deep1", "Deep3", "Holder", "Override", "Unknowable", "DraftLM", "Ping", "Pong", "Remote", "Mixed")}
+    ref = {
+        n: ClassRef("sglang.srt.models.nested", n)
+        for n in (
+            "Deep0",
+            "Deep1",
+            "Deep3",
+            "Holder",
+            "Override",
+            "Unknowable",
+            "DraftLM",
+            "Ping",
+            "Pong",
+            "Remote",
+            "Mixed",
+        )
+    }
     llama = ClassRef("sglang.srt.models.llama", "LlamaForCausalLM")
     assert ci.is_wrapper(ref["Deep0"]) and ci.is_wrapper(ref["Deep3"]) and ci.is_wrapper(ref["Deep1"])
     assert [(i.attr, i.lm) for i in ci.inner_models(ref["Deep0"])] == [("inner", [ref["Deep1"]])]
     assert ci.held(ref["Override"]) == {"language_model": ["?", llama], "llm": [llama]}
-    assert [(i.attr, i.lm) for i in ci.inner_models(ref["Override"])] == [("language_model", [llama]),
-                                                                           ("llm", [llama])]
+    assert [(i.attr, i.lm) for i in ci.inner_models(ref["Override"])] == [("language_model", [llama]), ("llm", [llama])]
     # an external mixin first in the MRO hides nothing its other bases hold
     assert [(i.attr, i.lm) for i in ci.inner_models(ref["Mixed"])] == [("language_model", [llama]), ("llm", [llama])]
     assert [(i.attr, i.lm, i.candidates) for i in ci.inner_models(ref["Unknowable"])] == [("language_model", [], ["?"])]
@@ -548,10 +683,17 @@ def test_wrappers_are_found_however_deep_whatever_their_bases_hold_and_where(tmp
     line = {text.strip(): n for n, text in enumerate(textwrap.dedent(NESTED).splitlines(), 1)}
     assert [i.location for i in ci.inner_models(ref["Override"])] == [
         f"python/sglang/srt/models/nested.py:{line[f'self.language_model = self.make_lm(config) if lm_cls else {llama.name}(config)']}",
-        f"python/sglang/srt/models/nested.py:{line['self.llm = LlamaForCausalLM(config)']}"]
+        f"python/sglang/srt/models/nested.py:{line['self.llm = LlamaForCausalLM(config)']}",
+    ]
     report = check_tree(an.path, ["Remote"], analysis=an).models[0].to_json(lambda _: True)
-    assert report["inner"] == [{"attr": "language_model", "classes": ["LlamaForCausalLM"],
-                                "location": "python/sglang/srt/models/plain_wrapper.py:9"}]
+    assert report["inner"] == [
+        {
+            "attr": "language_model",
+            "classes": ["LlamaForCausalLM"],
+            "location": "python/sglang/srt/models/plain_wrapper.py:9",
+        }
+    ]
+
 
 def test_every_gap_of_a_wrapper_is_reported_in_one_run(mini):
     report = check_tree(mini, ["PlainVLM"], cache=False)
@@ -559,14 +701,21 @@ def test_every_gap_of_a_wrapper_is_reported_in_one_run(mini):
     assert m.wrapper and m.inners[0]["attr"] == "language_model"
     assert m.inners[0]["classes"] == ["LlamaForCausalLM"]
     gaps = {s.item.label: s for s in m.gaps}
-    assert set(gaps) == {"get_embed_and_head", "model", "routed_experts_weights_of_layer",
-                         "set_eagle3_layers_to_capture"}
+    assert set(gaps) == {
+        "get_embed_and_head",
+        "model",
+        "routed_experts_weights_of_layer",
+        "set_eagle3_layers_to_capture",
+    }
     assert all(s.inner_has for s in gaps.values())
-    assert gaps["get_embed_and_head"].item.required_sites[0].location == \
-        f"{SRT}/speculative/eagle_worker.py:5"
+    assert gaps["get_embed_and_head"].item.required_sites[0].location == f"{SRT}/speculative/eagle_worker.py:5"
     optional = {s.item.label for s in m.by("optional")}
-    assert optional == {"start_layer", "get_attention_sliding_window_size",
-                        "get_model_config_for_expert_location", "forward(pp_proxy_tensors)"}
+    assert optional == {
+        "start_layer",
+        "get_attention_sliding_window_size",
+        "get_model_config_for_expert_location",
+        "forward(pp_proxy_tensors)",
+    }
     assert [s.item.label for s in m.draft_statuses] == ["set_embed_and_head"]
     data = report.to_json()
     assert data["gaps"] == 4 and not data["passed"]
@@ -574,8 +723,10 @@ def test_every_gap_of_a_wrapper_is_reported_in_one_run(mini):
 
 
 def test_base_class_across_modules_reexport_alias_property_attributes(tmp_path):
-    tree = make_tree(tmp_path, {
-        "models/vlm_base.py": '''
+    tree = make_tree(
+        tmp_path,
+        {
+            "models/vlm_base.py": """
             from torch import nn
 
 
@@ -592,13 +743,13 @@ def test_base_class_across_modules_reexport_alias_property_attributes(tmp_path):
 
                 def set_eagle3_layers_to_capture(self, layer_ids=None):
                     self.language_model.set_eagle3_layers_to_capture(layer_ids)
-            ''',
-        "models/common/__init__.py": '''
+            """,
+            "models/common/__init__.py": """
             from sglang.srt.models.vlm_base import VLMBase as _Base
 
             Base = _Base
-            ''',
-        "models/wrapped.py": '''
+            """,
+            "models/wrapped.py": """
             from sglang.srt.models.common import Base as B
             from sglang.srt.models.llama import LlamaForCausalLM
 
@@ -618,13 +769,17 @@ def test_base_class_across_modules_reexport_alias_property_attributes(tmp_path):
 
 
             EntryClass = [WrappedVLM]
-            '''})
+            """,
+        },
+    )
     report = check_tree(tree, ["WrappedVLM"], cache=False)
     st = statuses(report, "WrappedVLM")
     assert report.model("WrappedVLM").gaps == []
     base = "sglang.srt.models.vlm_base.VLMBase"
-    assert (st["set_eagle3_layers_to_capture"].lookup.owner, st["set_eagle3_layers_to_capture"].lookup.kind) \
-        == (base, "method")
+    assert (st["set_eagle3_layers_to_capture"].lookup.owner, st["set_eagle3_layers_to_capture"].lookup.kind) == (
+        base,
+        "method",
+    )
     assert st["model"].lookup.kind == "property"
     assert st["routed_experts_weights_of_layer"].lookup.kind == "class-attr"
     assert st["get_embed_and_head"].lookup.kind == "self-attr (__init__)"
@@ -634,7 +789,10 @@ def test_base_class_across_modules_reexport_alias_property_attributes(tmp_path):
 
 
 def test_getattr_forwarding_is_reported_as_forwarding(tmp_path):
-    tree = make_tree(tmp_path, {"models/forwarding.py": '''
+    tree = make_tree(
+        tmp_path,
+        {
+            "models/forwarding.py": """
         from sglang.srt.models.llama import LlamaForCausalLM
 
 
@@ -647,7 +805,9 @@ def test_getattr_forwarding_is_reported_as_forwarding(tmp_path):
 
 
         EntryClass = [ForwardingVLM]
-        '''})
+        """
+        },
+    )
     report = check_tree(tree, ["ForwardingVLM"], cache=False)
     m = report.model("ForwardingVLM")
     assert m.wrapper and m.gaps == []
@@ -656,11 +816,13 @@ def test_getattr_forwarding_is_reported_as_forwarding(tmp_path):
     assert capture.lookup.status == "forwarded"
     assert "forwarded by __getattr__ to self.inner (LlamaForCausalLM: method)" in capture.lookup.note
     from sglpatch.contract.render import render
+
     assert "forwarded by __getattr__: " in render(report)
 
 
 def test_guarded_and_unguarded_accesses(mini):
-    extra = {"managers/scheduler.py": '''
+    extra = {
+        "managers/scheduler.py": """
         class Scheduler:
             def __init__(self, tp_worker):
                 self.tp_worker = tp_worker
@@ -691,7 +853,8 @@ def test_guarded_and_unguarded_accesses(mini):
                 model = self.tp_worker.model_runner.model
                 if type(model).__name__ == "OneModel":
                     return model.only_one_model_has_it
-        '''}
+        """
+    }
     before = check_tree(mini, ["PlainVLM"], cache=False)
     assert statuses(before, "PlainVLM")["get_attention_sliding_window_size"].verdict == "optional"
     tree = make_tree(mini.parent / "second", {**extra, "models/plain_wrapper.py": PLAIN_WRAPPER})
@@ -707,8 +870,11 @@ def test_guarded_and_unguarded_accesses(mini):
 
 
 def test_an_unrecognised_layout_is_an_error_not_an_empty_pass(tmp_path):
-    tree = make_tree(tmp_path, {"models/plain_wrapper.py": PLAIN_WRAPPER}, edits={
-        "model_executor/model_runner.py": [("class ModelRunner(", "class Runner(")]})
+    tree = make_tree(
+        tmp_path,
+        {"models/plain_wrapper.py": PLAIN_WRAPPER},
+        edits={"model_executor/model_runner.py": [("class ModelRunner(", "class Runner(")]},
+    )
     report = check_tree(tree, ["PlainVLM"], cache=False)
     assert any("runner-self" in p for p in report.problems)
     assert not report.passed
@@ -727,50 +893,83 @@ def test_an_unrecognised_layout_is_an_error_not_an_empty_pass(tmp_path):
 def test_capture_wiring_order_and_resets(tmp_path):
     ok = make_tree(tmp_path / "ok")
     assert check_tree(ok, ["LlamaForCausalLM"], cache=False).wiring.passed
-    late = make_tree(tmp_path / "late", edits={"model_executor/model_runner.py": [(
-        "        self.init_aux_hidden_state_capture()\n        self.kernel_warmup()\n",
-        "        self.kernel_warmup()\n        self.init_aux_hidden_state_capture()\n")]})
+    late = make_tree(
+        tmp_path / "late",
+        edits={
+            "model_executor/model_runner.py": [
+                (
+                    "        self.init_aux_hidden_state_capture()\n        self.kernel_warmup()\n",
+                    "        self.kernel_warmup()\n        self.init_aux_hidden_state_capture()\n",
+                )
+            ]
+        },
+    )
     w = check_tree(late, ["LlamaForCausalLM"], cache=False).wiring
     assert not w.passed
     assert w.findings[0][0].startswith(
         f"the configured set_eagle3_layers_to_capture(ids) at {SRT}/model_executor/model_runner.py:39 "
-        f"runs after kernel_warmup at {SRT}/model_executor/model_runner.py:20")
-    reset = make_tree(tmp_path / "reset", edits={"model_executor/cuda_graph_runner.py": [(
-        "        self.capture()\n",
-        "        self.model_runner.model.set_eagle3_layers_to_capture()\n        self.capture()\n")],
-        "model_executor/model_runner.py": [(
-            "    def kernel_warmup(self):\n        pass\n",
-            "    def kernel_warmup(self):\n        self.model.set_eagle3_layers_to_capture(None)\n")]})
+        f"runs after kernel_warmup at {SRT}/model_executor/model_runner.py:20"
+    )
+    reset = make_tree(
+        tmp_path / "reset",
+        edits={
+            "model_executor/cuda_graph_runner.py": [
+                (
+                    "        self.capture()\n",
+                    "        self.model_runner.model.set_eagle3_layers_to_capture()\n        self.capture()\n",
+                )
+            ],
+            "model_executor/model_runner.py": [
+                (
+                    "    def kernel_warmup(self):\n        pass\n",
+                    "    def kernel_warmup(self):\n        self.model.set_eagle3_layers_to_capture(None)\n",
+                )
+            ],
+        },
+    )
     w = check_tree(reset, ["LlamaForCausalLM"], cache=False).wiring
-    assert [loc for _, loc in w.findings] == [f"{SRT}/model_executor/cuda_graph_runner.py:4",
-                                              f"{SRT}/model_executor/model_runner.py:42"]
+    assert [loc for _, loc in w.findings] == [
+        f"{SRT}/model_executor/cuda_graph_runner.py:4",
+        f"{SRT}/model_executor/model_runner.py:42",
+    ]
     assert "in CudaGraphRunner.__init__" in w.findings[0][0]
     assert "reached from ModelRunner.initialize" in w.findings[1][0]
 
 
 def test_capture_wiring_phases_driven_from_outside(tmp_path):
     """0.5.2x layout: the scheduler calls the configuring and the capturing phase in turn."""
-    split = [("        self.init_aux_hidden_state_capture()\n        self.kernel_warmup()\n"
-              "        self.init_device_graphs()\n", ""),
-             ("    def init_aux_hidden_state_capture(self):",
-              "    def init_attention_backends(self):\n        self.init_aux_hidden_state_capture()\n\n"
-              "    def init_cuda_graphs(self):\n        self.kernel_warmup()\n        self.init_device_graphs()\n\n"
-              "    def init_aux_hidden_state_capture(self):")]
-    driver = '''
+    split = [
+        (
+            "        self.init_aux_hidden_state_capture()\n        self.kernel_warmup()\n"
+            "        self.init_device_graphs()\n",
+            "",
+        ),
+        (
+            "    def init_aux_hidden_state_capture(self):",
+            "    def init_attention_backends(self):\n        self.init_aux_hidden_state_capture()\n\n"
+            "    def init_cuda_graphs(self):\n        self.kernel_warmup()\n        self.init_device_graphs()\n\n"
+            "    def init_aux_hidden_state_capture(self):",
+        ),
+    ]
+    driver = """
         class Scheduler:
             def init_model_worker(self):
                 self.tp_worker.model_runner.{first}()
                 self.tp_worker.model_runner.{second}()
-        '''
-    good = make_tree(tmp_path / "good", {"managers/scheduler.py": driver.format(
-        first="init_attention_backends", second="init_cuda_graphs")},
-        edits={"model_executor/model_runner.py": split})
+        """
+    good = make_tree(
+        tmp_path / "good",
+        {"managers/scheduler.py": driver.format(first="init_attention_backends", second="init_cuda_graphs")},
+        edits={"model_executor/model_runner.py": split},
+    )
     w = check_tree(good, ["LlamaForCausalLM"], cache=False).wiring
     assert w.passed, w.findings
     assert w.order_from == f"{SRT}/managers/scheduler.py:3 (init_model_worker)"
-    bad = make_tree(tmp_path / "bad", {"managers/scheduler.py": driver.format(
-        first="init_cuda_graphs", second="init_attention_backends")},
-        edits={"model_executor/model_runner.py": split})
+    bad = make_tree(
+        tmp_path / "bad",
+        {"managers/scheduler.py": driver.format(first="init_cuda_graphs", second="init_attention_backends")},
+        edits={"model_executor/model_runner.py": split},
+    )
     w = check_tree(bad, ["LlamaForCausalLM"], cache=False).wiring
     assert not w.passed and "calls the capture phase" in w.findings[0][0]
 
@@ -781,36 +980,65 @@ def test_sm12_gates_on_synthetic_trees(tmp_path):
     assert check_allreduce_gate(an.tree).findings
     assert [loc for _, loc in check_symm_mem(an.tree).findings] == [
         f"{SRT}/distributed/device_communicators/torch_symm_mem.py:14",
-        f"{SRT}/distributed/device_communicators/torch_symm_mem.py:17"]
+        f"{SRT}/distributed/device_communicators/torch_symm_mem.py:17",
+    ]
     gate = "model_executor/../layers/communicator.py"
     cases = {
-        "helper": ("import is_sm90_supported, is_sm100_supported",
-                   "import is_sm90_supported, is_sm100_supported, is_sm120_supported\n"
-                   "_is_sm120_supported = is_sm120_supported()", "(_is_sm90_supported or _is_sm100_supported)",
-                   "(_is_sm90_supported or _is_sm100_supported or _is_sm120_supported)", True),
-        "major": ("import is_sm90_supported, is_sm100_supported",
-                  "import is_sm90_supported, is_sm100_supported, get_device_capability",
-                  "(_is_sm90_supported or _is_sm100_supported)",
-                  "get_device_capability()[0] in (9, 10, 12)", True),
-        "negated": ("import is_sm90_supported, is_sm100_supported",
-                    "import is_sm90_supported, is_sm100_supported, is_sm120_supported",
-                    "(_is_sm90_supported or _is_sm100_supported)",
-                    "(_is_sm90_supported or _is_sm100_supported) and not is_sm120_supported()", False),
+        "helper": (
+            "import is_sm90_supported, is_sm100_supported",
+            "import is_sm90_supported, is_sm100_supported, is_sm120_supported\n"
+            "_is_sm120_supported = is_sm120_supported()",
+            "(_is_sm90_supported or _is_sm100_supported)",
+            "(_is_sm90_supported or _is_sm100_supported or _is_sm120_supported)",
+            True,
+        ),
+        "major": (
+            "import is_sm90_supported, is_sm100_supported",
+            "import is_sm90_supported, is_sm100_supported, get_device_capability",
+            "(_is_sm90_supported or _is_sm100_supported)",
+            "get_device_capability()[0] in (9, 10, 12)",
+            True,
+        ),
+        "negated": (
+            "import is_sm90_supported, is_sm100_supported",
+            "import is_sm90_supported, is_sm100_supported, is_sm120_supported",
+            "(_is_sm90_supported or _is_sm100_supported)",
+            "(_is_sm90_supported or _is_sm100_supported) and not is_sm120_supported()",
+            False,
+        ),
     }
     for name, (a, b, c, d, passes) in cases.items():
         tree = make_tree(tmp_path / name, edits={gate: [(a, b), (c, d)]})
         assert (not check_allreduce_gate(Analysis(tree, cache=False).tree).findings) is passes, name
     symm = "distributed/device_communicators/torch_symm_mem.py"
-    fixed = make_tree(tmp_path / "symm", edits={symm: [
-        ("        if self.device_capability < 9:\n",
-         "        if self.device_capability not in TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES:\n"
-         "            logger.warning('capability not supported, communicator is not available')\n"),
-        ("self._WORLD_SIZES_MULTIMEM[self.device_capability]",
-         "self._WORLD_SIZES_MULTIMEM.get(self.device_capability, ())")]})
+    fixed = make_tree(
+        tmp_path / "symm",
+        edits={
+            symm: [
+                (
+                    "        if self.device_capability < 9:\n",
+                    "        if self.device_capability not in TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES:\n"
+                    "            logger.warning('capability not supported, communicator is not available')\n",
+                ),
+                (
+                    "self._WORLD_SIZES_MULTIMEM[self.device_capability]",
+                    "self._WORLD_SIZES_MULTIMEM.get(self.device_capability, ())",
+                ),
+            ]
+        },
+    )
     assert check_symm_mem(Analysis(fixed, cache=False).tree).findings == []
-    half = make_tree(tmp_path / "half", edits={symm: [
-        ("self._WORLD_SIZES_MULTIMEM[self.device_capability]",
-         "self._WORLD_SIZES_MULTIMEM.get(self.device_capability, ())")]})
+    half = make_tree(
+        tmp_path / "half",
+        edits={
+            symm: [
+                (
+                    "self._WORLD_SIZES_MULTIMEM[self.device_capability]",
+                    "self._WORLD_SIZES_MULTIMEM.get(self.device_capability, ())",
+                )
+            ]
+        },
+    )
     assert len(check_symm_mem(Analysis(half, cache=False).tree).findings) == 1
 
 
@@ -851,12 +1079,20 @@ def test_a_wrapper_on_transformers_pretrained_model_gets_real_verdicts(tmp_path)
     verdicts = {s.item.label: s.verdict for s in m.statuses}
     assert "unknown" not in verdicts.values(), verdicts
     assert verdicts["routed_experts_weights_of_layer"] == "gap"  # the inner model has it, the wrapper not
-    assert {label for label, v in verdicts.items() if v == "ok"} >= {"model", "get_embed_and_head",
-                                                                      "set_eagle3_layers_to_capture"}
+    assert {label for label, v in verdicts.items() if v == "ok"} >= {
+        "model",
+        "get_embed_and_head",
+        "set_eagle3_layers_to_capture",
+    }
     an = Analysis(tree, cache=False)
     ref = an.resolve_model("PretrainedVLM")
-    for member, status in (("config", "present"), ("tie_weights", "present"), ("named_modules", "present"),
-                           ("get_input_embeddings", "missing"), ("no_such_member", "missing")):
+    for member, status in (
+        ("config", "present"),
+        ("tie_weights", "present"),
+        ("named_modules", "present"),
+        ("get_input_embeddings", "missing"),
+        ("no_such_member", "missing"),
+    ):
         assert an.classes.lookup(ref, member).status == status, member
     # resolves() (for code that is not a model) shares the known members, and nn.Module's
     # __getattr__ (submodules, buffers) leaves every other name open
@@ -869,6 +1105,7 @@ def test_the_pretrained_model_list_covers_the_installed_transformers(runtime):
     """The list in external.py holds every PreTrainedModel member of the line's transformers and
     names each default that raises NotImplementedError (generated from both lines' runtimes)."""
     from sglpatch.contract.parse.external import PRETRAINED_DEFAULT_RAISES, PRETRAINED_MODEL_MEMBERS
+
     script = """
 import inspect, json, torch
 from transformers import PreTrainedModel
@@ -903,8 +1140,7 @@ def test_cli_table_json_model_selection_and_errors(mini, tmp_path, capsys):
     assert data["gaps"] == 0 and data["models"][0]["wrapper"] is False
     assert data["checks"]["sm12-torch-symm-mem"]["passed"] is False
     # every named check the report does not cover is shown, the aux-layer check too
-    assert list(data["checks"]) == ["sm120-allreduce-fusion-gate", "sm12-torch-symm-mem",
-                                    "eagle3-aux-layer-resolution"]
+    assert list(data["checks"]) == ["sm120-allreduce-fusion-gate", "sm12-torch-symm-mem", "eagle3-aux-layer-resolution"]
     assert cli_main(["check", "--tree", str(mini), "--all-models", "--json"]) == 1
     assert [m["name"] for m in json.loads(capsys.readouterr().out)["models"]] == ["PlainVLM"]
     result = run_cli(REPO_ROOT, "check", "--tree", str(mini), "--model", "NoSuchModel")
@@ -923,6 +1159,7 @@ def test_recognised_patterns_are_documented():
 
 # ---------------------------------------------------------------- real releases
 
+
 @pytest.fixture(scope="module")
 def pristine():
     return lambda version: source.pristine_tree(version, PIN)
@@ -934,15 +1171,20 @@ def test_pristine_0_5_9_reports_every_kimi_gap_at_once_and_the_broken_wiring(pri
     kimi = report.model(KIMI)
     assert kimi.wrapper and kimi.inners[0]["classes"] == ["DeepseekV3ForCausalLM"]
     gaps = {s.item.label: s for s in kimi.gaps}
-    assert {"set_eagle3_layers_to_capture", "get_embed_and_head", "model",
-            "routed_experts_weights_of_layer"} <= set(gaps)
+    assert {"set_eagle3_layers_to_capture", "get_embed_and_head", "model", "routed_experts_weights_of_layer"} <= set(
+        gaps
+    )
     assert all(s.inner_has for s in gaps.values())
     sites = {a.location for a in gaps["set_eagle3_layers_to_capture"].item.required_sites}
-    assert sites == {f"{SRT}/model_executor/model_runner.py:622",
-                     f"{SRT}/model_executor/cuda_graph_runner.py:365",
-                     f"{SRT}/model_executor/model_runner.py:1906"}
+    assert sites == {
+        f"{SRT}/model_executor/model_runner.py:622",
+        f"{SRT}/model_executor/cuda_graph_runner.py:365",
+        f"{SRT}/model_executor/model_runner.py:1906",
+    }
     assert {a.location for a in gaps["get_embed_and_head"].item.required_sites} >= {
-        f"{SRT}/speculative/eagle_worker.py:157", f"{SRT}/speculative/eagle_worker_v2.py:194"}
+        f"{SRT}/speculative/eagle_worker.py:157",
+        f"{SRT}/speculative/eagle_worker_v2.py:194",
+    }
     # set_embed_and_head is only ever called on the draft model: reported in the draft role
     assert "set_embed_and_head" not in report.contract.target
     assert "set_embed_and_head" in [s.item.label for s in kimi.draft_statuses]
@@ -962,9 +1204,11 @@ def test_pristine_0_5_9_reports_every_kimi_gap_at_once_and_the_broken_wiring(pri
     assert any("pp_size > 1" in c for s in pp.item.required_sites for c in s.conditions)
     w = report.wiring
     assert not w.passed
-    assert [loc for _, loc in w.findings] == [f"{SRT}/model_executor/model_runner.py:622",
-                                              f"{SRT}/model_executor/cuda_graph_runner.py:365",
-                                              f"{SRT}/model_executor/model_runner.py:1906"]
+    assert [loc for _, loc in w.findings] == [
+        f"{SRT}/model_executor/model_runner.py:622",
+        f"{SRT}/model_executor/cuda_graph_runner.py:365",
+        f"{SRT}/model_executor/model_runner.py:1906",
+    ]
     assert "runs after kernel_warmup" in w.findings[0][0]
     failed = {n: checks.run_check(n, tree).passed for n in CHECK_NAMES}
     assert failed == dict.fromkeys(CHECK_NAMES, False)
@@ -1066,6 +1310,7 @@ def test_pristine_0_5_23_prefill_graph_replay_asserts_get_input_embeddings(prist
 
 def _series_checks() -> set[str]:
     from sglpatch.queue.series import read_series
+
     try:
         series = read_series(REPO_ROOT)
     except Exception:
@@ -1073,14 +1318,20 @@ def _series_checks() -> set[str]:
     return {c.value for p in series.patches for c in p.drop_when if c.kind == "check"}
 
 
-@pytest.mark.skipif(not {"kimi-k25-eagle3-interface", "eagle3-capture-wiring"} <= _series_checks(),
-                    reason="PENDING: patches/ has no patch dropped by check:kimi-k25-eagle3-interface "
-                           "and check:eagle3-capture-wiring yet (the series is being written)")
+@pytest.mark.skipif(
+    not {"kimi-k25-eagle3-interface", "eagle3-capture-wiring"} <= _series_checks(),
+    reason="PENDING: patches/ has no patch dropped by check:kimi-k25-eagle3-interface "
+    "and check:eagle3-capture-wiring yet (the series is being written)",
+)
 def test_patched_0_5_9_passes_interface_and_wiring(tmp_path):
     from sglpatch.queue import prepare
+
     patches = {p.name: p.read_text() for p in (REPO_ROOT / "patches").glob("*.patch")}
-    series = [line.strip() for line in (REPO_ROOT / "patches" / "series").read_text().splitlines()
-              if line.strip() and not line.startswith("#")]
+    series = [
+        line.strip()
+        for line in (REPO_ROOT / "patches" / "series").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
     root = make_project(tmp_path / "project", patches, series)
     (root / "upstream.toml").write_text((REPO_ROOT / "upstream.toml").read_text())
     tree = prepare.prepare_tree(root)[3].path
@@ -1106,8 +1357,9 @@ def test_the_history_benchmark_judges_each_gap_by_what_upstream_did_later():
     assert added[(KIMI, "start_layer")] == "optional"  # listed as guarded, not flagged: a miss
     # the twins: a gap the next release keeps stays open, a class it drops is removed, and a
     # release compared with itself adds nothing
-    kept = next((w, m) for w, ms in s9.verdicts.items() for m, v in ms.items() if v == "gap"
-                and s10.verdict(w, m) == "gap")
+    kept = next(
+        (w, m) for w, ms in s9.verdicts.items() for m, v in ms.items() if v == "gap" and s10.verdict(w, m) == "gap"
+    )
     assert hist.gap_fate(*kept, [s10]) == ("open", None)
     assert hist.gap_fate("NoSuchWrapper", "model", [s10]) == ("removed", "0.5.10")
     assert hist.additions(s9, s9) == []
@@ -1121,10 +1373,8 @@ def test_a_feature_upstream_gives_wrapper_and_inner_model_at_once_is_no_miss():
     release adds is a new feature, outside the recall; its twin, listed as optional because the
     inner model had it, is a miss."""
     hist = _history_benchmark()
-    before = hist.Snapshot("1", 0.0, {"new_hook": False, "old_hook": False},
-                           {"W": {"old_hook": "optional"}})
-    after = hist.Snapshot("2", 0.0, {"new_hook": False, "old_hook": False},
-                          {"W": {"new_hook": "ok", "old_hook": "ok"}})
+    before = hist.Snapshot("1", 0.0, {"new_hook": False, "old_hook": False}, {"W": {"old_hook": "optional"}})
+    after = hist.Snapshot("2", 0.0, {"new_hook": False, "old_hook": False}, {"W": {"new_hook": "ok", "old_hook": "ok"}})
     row = hist.evaluate([before, after])[0]
     assert row["new_features"] == ["W.new_hook"] and row["missed"] == ["W.old_hook (optional)"]
     s = hist.summary([row])
@@ -1135,14 +1385,16 @@ def test_a_feature_upstream_gives_wrapper_and_inner_model_at_once_is_no_miss():
 def test_every_release_from_the_pin_to_the_newest_is_understood():
     """Each release on PyPI from the pin on: no crash, a full contract, every anchor matched."""
     from packaging.version import Version
+
     versions = [v for v in source.released_versions() if Version(v) >= Version(PIN.version)]
     assert len(versions) >= 3
     problems, rows = [], []
     for v in versions:
         tree = source.pristine_tree(v, PIN)
         report = check_tree(tree, all_models=True)
-        rows.append((v, len(report.contract.target), report.model(KIMI) and len(report.model(KIMI).gaps),
-                     report.wiring.passed))
+        rows.append(
+            (v, len(report.contract.target), report.model(KIMI) and len(report.model(KIMI).gaps), report.wiring.passed)
+        )
         if report.problems or len(report.contract.target) < 20:
             problems.append(f"{v}: {report.problems or len(report.contract.target)}")
         if not report.wrappers:
@@ -1181,8 +1433,7 @@ def _patched_copy(pristine_dir: Path, line: str, dest: Path) -> Path:
 
 
 @pytest.mark.parametrize("line, version", [("production", "0.5.9"), ("latest", "0.5.23")])
-def test_aux_layer_resolution_check_fails_pristine_and_passes_patched(pristine, tmp_path, line,
-                                                                        version):
+def test_aux_layer_resolution_check_fails_pristine_and_passes_patched(pristine, tmp_path, line, version):
     """The negative twin: the release fails the check (only eagle_config as a dict, a swallowing
     except), the same tree with the line's series applied (0005) passes."""
     tree = pristine(version)

@@ -14,7 +14,7 @@ from sglpatch.contract.parse.refs import ClassRef
 from sglpatch.contract.parse.tree import SourceTree, Symbol
 
 WANTED = "set_eagle3_layers_to_capture"  # LlamaForCausalLM of the mini tree has it; Plain has not
-FORWARDERS = '''
+FORWARDERS = """
 from torch import nn
 from sglang.srt.models.llama import LlamaForCausalLM
 
@@ -188,7 +188,7 @@ class Pong:
 
     def __getattr__(self, name):
         return getattr(self.inner, name)
-'''
+"""
 
 
 def chain(length: int) -> str:
@@ -196,17 +196,25 @@ def chain(length: int) -> str:
     classes = []
     for i in range(length):
         inner = f"Outer{i + 1}()" if i + 1 < length else "LlamaForCausalLM(None)"
-        classes.append(f"class Outer{i}:\n    def __init__(self):\n        self.inner = {inner}\n\n"
-                       f"    def __getattr__(self, name):\n        return getattr(self.inner, name)\n")
+        classes.append(
+            f"class Outer{i}:\n    def __init__(self):\n        self.inner = {inner}\n\n"
+            f"    def __getattr__(self, name):\n        return getattr(self.inner, name)\n"
+        )
     return "from sglang.srt.models.llama import LlamaForCausalLM\n\n\n" + "\n\n".join(classes)
 
 
 @pytest.fixture
 def index(tmp_path):
-    root = make_tree(tmp_path, {"models/forwarders.py": FORWARDERS,
-                                "models/short_chain.py": chain(FORWARD_DEPTH),
-                                "models/long_chain.py": chain(FORWARD_DEPTH + 1),
-                                "managers/shapes.py": SHAPES, "speculative/wider.py": WIDER})
+    root = make_tree(
+        tmp_path,
+        {
+            "models/forwarders.py": FORWARDERS,
+            "models/short_chain.py": chain(FORWARD_DEPTH),
+            "models/long_chain.py": chain(FORWARD_DEPTH + 1),
+            "managers/shapes.py": SHAPES,
+            "speculative/wider.py": WIDER,
+        },
+    )
     return ClassIndex(SourceTree(root))
 
 
@@ -218,20 +226,41 @@ def look(index, module: str, cls: str, member: str = WANTED, **kw):
 FORWARD_CASES = [
     ("Forwards", WANTED, "forwarded", "forwarded by __getattr__ to self.inner (LlamaForCausalLM: method)"),
     ("Inherits", WANTED, "forwarded", "forwarded by __getattr__ to self.inner (LlamaForCausalLM: method)"),
-    ("ForwardsDeep", "layers", "forwarded",
-     "forwarded by __getattr__ to self.inner.model (LlamaModel: self-attr (__init__))"),
-    ("ForwardsToEither", WANTED, "forwarded",
-     "forwarded by __getattr__ to self.inner (LlamaForCausalLM: method, Forwards: __getattr__)"),
-    ("ForwardsToEither", "missing_everywhere", "missing",
-     "__getattr__ forwards to self.inner (LlamaForCausalLM, Forwards lacks it)"),
-    ("ForwardsToEither", "unsettled", "unknown", "__getattr__ forwards to self.choice (ForwardsToBuilt: __getattr__ "
-     "forwards to self.inner, whose class is not known statically; ReturnsValue: __getattr__ returns another "
-     "value for it)"),
+    (
+        "ForwardsDeep",
+        "layers",
+        "forwarded",
+        "forwarded by __getattr__ to self.inner.model (LlamaModel: self-attr (__init__))",
+    ),
+    (
+        "ForwardsToEither",
+        WANTED,
+        "forwarded",
+        "forwarded by __getattr__ to self.inner (LlamaForCausalLM: method, Forwards: __getattr__)",
+    ),
+    (
+        "ForwardsToEither",
+        "missing_everywhere",
+        "missing",
+        "__getattr__ forwards to self.inner (LlamaForCausalLM, Forwards lacks it)",
+    ),
+    (
+        "ForwardsToEither",
+        "unsettled",
+        "unknown",
+        "__getattr__ forwards to self.choice (ForwardsToBuilt: __getattr__ "
+        "forwards to self.inner, whose class is not known statically; ReturnsValue: __getattr__ returns another "
+        "value for it)",
+    ),
     ("ForwardsToEither", "forward", "missing", "__getattr__ forwards to self.plain (ReturnsNone lacks it)"),
     ("ForwardsToPlain", WANTED, "missing", "__getattr__ forwards to self.inner (Plain lacks it)"),
     ("ForwardsToBuilt", WANTED, "unknown", "__getattr__ forwards to self.inner, whose class is not known statically"),
-    ("ForwardsToNothing", WANTED, "unknown",
-     "__getattr__ forwards to self.never_set, whose class is not known statically"),
+    (
+        "ForwardsToNothing",
+        WANTED,
+        "unknown",
+        "__getattr__ forwards to self.never_set, whose class is not known statically",
+    ),
     ("Raises", WANTED, "missing", "__getattr__ raises AttributeError for it"),
     ("ReturnsNone", WANTED, "missing", "__getattr__ returns None for it"),
     ("ReturnsValue", WANTED, "unknown", "__getattr__ returns another value for it"),
@@ -240,8 +269,12 @@ FORWARD_CASES = [
     ("RaisesFirst", WANTED, "unknown", "__getattr__ raises AttributeError for it; other paths forward it"),
     ("NoneFirst", WANTED, "unknown", "__getattr__ returns None for it; other paths forward it"),
     ("ValueFirst", WANTED, "unknown", "__getattr__ returns another value for it; other paths forward it"),
-    ("BuiltFirst", WANTED, "unknown",
-     "__getattr__ forwards to self.built, whose class is not known statically; other paths forward it"),
+    (
+        "BuiltFirst",
+        WANTED,
+        "unknown",
+        "__getattr__ forwards to self.built, whose class is not known statically; other paths forward it",
+    ),
     ("Selective", WANTED, "forwarded", "forwarded by __getattr__ to self.inner (LlamaForCausalLM: method)"),
     ("Selective", "load_weights", "missing", "__getattr__ raises AttributeError for it"),
 ]
@@ -265,8 +298,9 @@ def test_what_a_getattr_serves_decides_the_member(index, cls, member, status, no
     assert (found.status, found.note, found.location) == (status, note, getattr_location(cls))
     forwarded = status == "forwarded"
     owner = {"Inherits": "Forwards"}.get(cls, cls)
-    assert (found.owner, found.kind) == ((f"sglang.srt.models.forwarders.{owner}", "__getattr__") if forwarded
-                                         else (None, None))
+    assert (found.owner, found.kind) == (
+        (f"sglang.srt.models.forwarders.{owner}", "__getattr__") if forwarded else (None, None)
+    )
 
 
 def test_one_index_answers_every_getattr_as_a_fresh_one_does(index, tmp_path):
@@ -289,8 +323,7 @@ def test_forwarding_is_followed_through_a_chain_of_wrappers_up_to_its_limit(inde
     assert look(index, "models.short_chain", "Outer0")[0] == "forwarded"
     status, note = look(index, "models.long_chain", "Outer0")
     assert status == "unknown"
-    last = index.lookup(ClassRef("sglang.srt.models.long_chain", f"Outer{FORWARD_DEPTH}"), WANTED,
-                        _depth=FORWARD_DEPTH)
+    last = index.lookup(ClassRef("sglang.srt.models.long_chain", f"Outer{FORWARD_DEPTH}"), WANTED, _depth=FORWARD_DEPTH)
     line = getattr_line(chain(FORWARD_DEPTH + 1), f"Outer{FORWARD_DEPTH}")
     assert last.location == f"python/sglang/srt/models/long_chain.py:{line}"
     assert f"(Outer{FORWARD_DEPTH}: __getattr__ forwards through more than {FORWARD_DEPTH} wrappers" in note
@@ -301,7 +334,7 @@ def test_two_wrappers_forwarding_to_each_other_are_unknown_not_missing(index):
     assert status == "unknown" and "in a circle" in note
 
 
-SHAPES = '''
+SHAPES = """
 import abc
 import enum
 import functools
@@ -441,8 +474,8 @@ class Reexported(megatron_nn.Module):
 
 class Hugging(PreTrainedModel):
     pass
-'''
-WIDER = '''
+"""
+WIDER = """
 from sglang.srt.managers.shapes import Plain
 
 
@@ -452,7 +485,7 @@ class Wider(Plain):
 
 class Widest(Wider):
     extra = 1
-'''
+"""
 
 
 def resolves(index, cls: str, member: str, module: str = "managers.shapes", **kw):
@@ -460,34 +493,37 @@ def resolves(index, cls: str, member: str, module: str = "managers.shapes", **kw
     return (found.status, found.owner, found.kind) if found.status == "present" else (found.status, found.note)
 
 
-@pytest.mark.parametrize("cls, member, kw, expected", [
-    ("Plain", "size", {}, ("present", "sglang.srt.managers.shapes.Base", "method")),
-    ("Plain", "limit", {}, ("present", "sglang.srt.managers.shapes.Base", "class-attr")),
-    ("Plain", "width", {}, ("present", "sglang.srt.managers.shapes.Plain", "self-attr")),
-    ("Plain", "width", {"on_class": True}, ("missing", "")),
-    ("Plain", "depth", {}, ("present", "sglang.srt.managers.shapes.Plain", "annotation")),  # an annotation counts
-    ("Plain", "__class__", {}, ("present", "builtins.object", "object")),
-    ("Plain", "breadth", {}, ("missing", "")),
-    ("Record", "name", {}, ("present", "sglang.srt.managers.shapes.Record", "annotation")),
-    ("Record", "height", {}, ("missing", "")),  # dataclass adds nothing unseen
-    ("Ordered", "height", {}, ("missing", "")),  # neither does total_ordering
-    ("Registered", "height", {}, ("unknown", "may come from Registered (class decorator)")),
-    ("Dynamic", "height", {}, ("unknown", "may come from Dynamic (setattr with a computed name)")),
-    ("Dynamic", "height", {"on_class": True}, ("missing", "")),
-    ("Forwarding", "height", {}, ("unknown", "may come from Forwarding.__getattr__")),
-    ("Layer", "parameters", {}, ("present", "torch.nn.Module", "nn.Module")),
-    ("Reexported", "parameters", {}, ("present", "torch.nn.Module", "nn.Module")),  # any <pkg>.nn.Module
-    ("Reexported", "height", {}, ("unknown", "may come from megatron.core.nn.Module")),
-    ("Hugging", "from_pretrained", {}, ("present", "transformers.PreTrainedModel", "PreTrainedModel")),
-    ("Hugging", "parameters", {}, ("present", "torch.nn.Module", "nn.Module")),
-    ("Hugging", "height", {}, ("unknown", "may come from transformers.PreTrainedModel")),
-    ("Nowhere", "height", {}, ("unknown", "may come from sglang.srt.managers.shapes.Nowhere")),
-    ("Layer", "height", {}, ("unknown", "may come from torch.nn.Module")),
-    ("Colour", "height", {}, ("unknown", "may come from enum.Enum")),
-    ("FromOutside", "height", {}, ("unknown", "may come from outside.Thing")),
-    ("Late", "size", {}, ("present", "sglang.srt.managers.shapes.Base", "method")),  # past an unknown base
-    ("Intercepts", "height", {}, ("unknown", "may come from Intercepts.__getattr__")),
-])
+@pytest.mark.parametrize(
+    "cls, member, kw, expected",
+    [
+        ("Plain", "size", {}, ("present", "sglang.srt.managers.shapes.Base", "method")),
+        ("Plain", "limit", {}, ("present", "sglang.srt.managers.shapes.Base", "class-attr")),
+        ("Plain", "width", {}, ("present", "sglang.srt.managers.shapes.Plain", "self-attr")),
+        ("Plain", "width", {"on_class": True}, ("missing", "")),
+        ("Plain", "depth", {}, ("present", "sglang.srt.managers.shapes.Plain", "annotation")),  # an annotation counts
+        ("Plain", "__class__", {}, ("present", "builtins.object", "object")),
+        ("Plain", "breadth", {}, ("missing", "")),
+        ("Record", "name", {}, ("present", "sglang.srt.managers.shapes.Record", "annotation")),
+        ("Record", "height", {}, ("missing", "")),  # dataclass adds nothing unseen
+        ("Ordered", "height", {}, ("missing", "")),  # neither does total_ordering
+        ("Registered", "height", {}, ("unknown", "may come from Registered (class decorator)")),
+        ("Dynamic", "height", {}, ("unknown", "may come from Dynamic (setattr with a computed name)")),
+        ("Dynamic", "height", {"on_class": True}, ("missing", "")),
+        ("Forwarding", "height", {}, ("unknown", "may come from Forwarding.__getattr__")),
+        ("Layer", "parameters", {}, ("present", "torch.nn.Module", "nn.Module")),
+        ("Reexported", "parameters", {}, ("present", "torch.nn.Module", "nn.Module")),  # any <pkg>.nn.Module
+        ("Reexported", "height", {}, ("unknown", "may come from megatron.core.nn.Module")),
+        ("Hugging", "from_pretrained", {}, ("present", "transformers.PreTrainedModel", "PreTrainedModel")),
+        ("Hugging", "parameters", {}, ("present", "torch.nn.Module", "nn.Module")),
+        ("Hugging", "height", {}, ("unknown", "may come from transformers.PreTrainedModel")),
+        ("Nowhere", "height", {}, ("unknown", "may come from sglang.srt.managers.shapes.Nowhere")),
+        ("Layer", "height", {}, ("unknown", "may come from torch.nn.Module")),
+        ("Colour", "height", {}, ("unknown", "may come from enum.Enum")),
+        ("FromOutside", "height", {}, ("unknown", "may come from outside.Thing")),
+        ("Late", "size", {}, ("present", "sglang.srt.managers.shapes.Base", "method")),  # past an unknown base
+        ("Intercepts", "height", {}, ("unknown", "may come from Intercepts.__getattr__")),
+    ],
+)
 def test_whether_a_name_exists_on_code_that_is_not_a_model(index, cls, member, kw, expected):
     assert resolves(index, cls, member, **kw) == expected
 
@@ -496,14 +532,30 @@ def test_subclasses_are_found_however_far_down_and_in_other_modules(index):
     def names(cls, module="managers.shapes"):
         return sorted(r.name for r in index.subclasses(ClassRef(f"sglang.srt.{module}", cls)))
 
-    assert names("Base") == ["Annotated", "Deeper", "Diamond", "Inconsistent", "Late", "LateInit", "Left", "Over",
-                             "Plain", "Right", "Shadow", "Wider", "Widest"]
+    assert names("Base") == [
+        "Annotated",
+        "Deeper",
+        "Diamond",
+        "Inconsistent",
+        "Late",
+        "LateInit",
+        "Left",
+        "Over",
+        "Plain",
+        "Right",
+        "Shadow",
+        "Wider",
+        "Widest",
+    ]
     assert names("Plain") == ["LateInit", "Wider", "Widest"]
     assert names("Widest", "speculative.wider") == []
     # a class with the same name elsewhere is no base of theirs
     assert names("Plain", "models.forwarders") == []
-    assert resolves(index, "Widest", "size", "speculative.wider") == \
-        ("present", "sglang.srt.managers.shapes.Base", "method")
+    assert resolves(index, "Widest", "size", "speculative.wider") == (
+        "present",
+        "sglang.srt.managers.shapes.Base",
+        "method",
+    )
 
 
 def line_of(text: str, needle: str) -> int:
@@ -523,14 +575,17 @@ def test_where_a_member_is_found_is_its_own_line(index):
     assert index.method_params(ClassRef("sglang.srt.managers.shapes", "Nowhere"), "size") == (None, None)
 
 
-@pytest.mark.parametrize("member, kw, status, kind", [
-    ("width", {}, "present", "self-attr (__init__)"),
-    ("height", {}, "present", "self-attr (__init__, conditional)"),
-    ("width", {"on_class": True}, "missing", None),
-    ("limit", {"on_class": True}, "present", "class-attr"),
-    ("depth", {}, "missing", None),  # for a model, an annotation alone sets nothing
-    ("breadth", {}, "missing", None),
-])
+@pytest.mark.parametrize(
+    "member, kw, status, kind",
+    [
+        ("width", {}, "present", "self-attr (__init__)"),
+        ("height", {}, "present", "self-attr (__init__, conditional)"),
+        ("width", {"on_class": True}, "missing", None),
+        ("limit", {"on_class": True}, "present", "class-attr"),
+        ("depth", {}, "missing", None),  # for a model, an annotation alone sets nothing
+        ("breadth", {}, "missing", None),
+    ],
+)
 def test_what_a_model_class_has(index, member, kw, status, kind):
     found = index.lookup(ClassRef("sglang.srt.managers.shapes", "Plain"), member, **kw)
     assert (found.status, found.kind) == (status, kind)
@@ -585,8 +640,10 @@ def test_method_resolution_order_is_python_s_and_survives_what_python_refuses(in
     assert mro("Inconsistent") == ["Inconsistent", "Base", "abc.ABC", "Left"]
     assert mro("Computed") == ["Computed", "?"]  # a base computed by a call: known to be unknown
     assert resolves(index, "Computed", "height") == ("unknown", "may come from ?")
-    assert index.location(ClassRef("sglang.srt.managers.shapes", "Diamond")) == \
-        f"python/sglang/srt/managers/shapes.py:{line_of(SHAPES, 'class Diamond')}"
+    assert (
+        index.location(ClassRef("sglang.srt.managers.shapes", "Diamond"))
+        == f"python/sglang/srt/managers/shapes.py:{line_of(SHAPES, 'class Diamond')}"
+    )
     assert index.location(ClassRef("sglang.srt.managers.shapes", "Nowhere")) == "python/sglang/srt/managers/shapes.py:0"
 
 

@@ -32,33 +32,68 @@ def launch_root(tmp_path: Path, command: list[str]) -> Path:
 
 
 def test_the_launch_flags_are_parsed_as_launch_server_reads_them():
-    assert parse_flags(["--tp-size", "8", "--enable-metrics", "--speculative-algorithm", "EAGLE3",
-                        "--mem-fraction-static", "0.85", "--disable-cuda-graph"]) == {
-        "tp_size": 8, "enable_metrics": True, "speculative_algorithm": "EAGLE3",
-        "mem_fraction_static": "0.85", "disable_cuda_graph": True}
+    assert parse_flags(
+        [
+            "--tp-size",
+            "8",
+            "--enable-metrics",
+            "--speculative-algorithm",
+            "EAGLE3",
+            "--mem-fraction-static",
+            "0.85",
+            "--disable-cuda-graph",
+        ]
+    ) == {
+        "tp_size": 8,
+        "enable_metrics": True,
+        "speculative_algorithm": "EAGLE3",
+        "mem_fraction_static": "0.85",
+        "disable_cuda_graph": True,
+    }
 
 
-@pytest.mark.parametrize("version, expected", [
-    ("0.5.9", PRODUCTION),  # piecewise CUDA graphs are opt-in (enable_piecewise_cuda_graph = False)
-    # arg_groups/fields/: no piecewise switch as a plain field, so it counts as on
-    ("0.5.23", PRODUCTION | {"piecewise-graph"}),
-])
+@pytest.mark.parametrize(
+    "version, expected",
+    [
+        ("0.5.9", PRODUCTION),  # piecewise CUDA graphs are opt-in (enable_piecewise_cuda_graph = False)
+        # arg_groups/fields/: no piecewise switch as a plain field, so it counts as on
+        ("0.5.23", PRODUCTION | {"piecewise-graph"}),
+    ],
+)
 def test_the_production_launch_takes_what_its_flags_and_the_releases_defaults_turn_on(version, expected):
     tree = source.pristine_tree(version, PIN)
     launch = production_launch(REPO_ROOT, tree)
     assert launch.features == expected and launch.tp == 8
     assert launch.summary.startswith("TP 8, EAGLE-3, CUDA graphs")
-    defaults = field_defaults(tree, ["enable_eplb", "pp_size", "speculative_algorithm", "enable_pdmux",
-                                     "dllm_algorithm"])
-    assert defaults == {"enable_eplb": False, "pp_size": 1, "speculative_algorithm": None, "enable_pdmux": False,
-                        "dllm_algorithm": None}
+    defaults = field_defaults(
+        tree, ["enable_eplb", "pp_size", "speculative_algorithm", "enable_pdmux", "dllm_algorithm"]
+    )
+    assert defaults == {
+        "enable_eplb": False,
+        "pp_size": 1,
+        "speculative_algorithm": None,
+        "enable_pdmux": False,
+        "dllm_algorithm": None,
+    }
 
 
 def test_flags_turn_paths_on_and_off(tmp_path):
     """The negative twin of the production launch: other flags, other paths."""
     tree = source.pristine_tree("0.5.9", PIN)
-    root = launch_root(tmp_path, ["--tp-size", "2", "--enable-eplb", "--pp-size", "2", "--disable-cuda-graph",
-                                  "--lora-paths", "a=/a", "--enable-piecewise-cuda-graph"])
+    root = launch_root(
+        tmp_path,
+        [
+            "--tp-size",
+            "2",
+            "--enable-eplb",
+            "--pp-size",
+            "2",
+            "--disable-cuda-graph",
+            "--lora-paths",
+            "a=/a",
+            "--enable-piecewise-cuda-graph",
+        ],
+    )
     launch = production_launch(root, tree)
     assert launch.features == {"core", "eplb", "pipeline", "lora", "piecewise-graph"} and launch.tp == 2
     assert production_launch(tmp_path, tree) is None  # no deploy/compose/compose.yaml
@@ -70,19 +105,30 @@ def test_pristine_0_5_9_kimi_gaps_split_by_the_production_launch(tmp_path):
     gaps = report.model(KIMI).gaps
     on = {g.item.label for g in gaps if report.in_production(g)}
     assert on == {"get_embed_and_head", "set_eagle3_layers_to_capture"}
-    assert {g.item.label for g in gaps} - on == {"forward(pp_proxy_tensors)", "model", "routed_experts_weights_of_layer",
-                                                 "get_model_config_for_expert_location"}
+    assert {g.item.label for g in gaps} - on == {
+        "forward(pp_proxy_tensors)",
+        "model",
+        "routed_experts_weights_of_layer",
+        "get_model_config_for_expert_location",
+    }
     assert report.production_gaps == 2 and report.exit_code == 1
     # with EPLB and pipeline parallelism in the launch, their gaps are on its path too
-    wider = check_tree(tree, launch=production_launch(
-        launch_root(tmp_path, ["--speculative-algorithm", "EAGLE3", "--enable-eplb", "--pp-size", "2"]), tree))
+    wider = check_tree(
+        tree,
+        launch=production_launch(
+            launch_root(tmp_path, ["--speculative-algorithm", "EAGLE3", "--enable-eplb", "--pp-size", "2"]), tree
+        ),
+    )
     assert {g.item.label for g in wider.model(KIMI).gaps if wider.in_production(g)} == on | {
-        "routed_experts_weights_of_layer", "forward(pp_proxy_tensors)", "get_model_config_for_expert_location"}
+        "routed_experts_weights_of_layer",
+        "forward(pp_proxy_tensors)",
+        "get_model_config_for_expert_location",
+    }
     # without a launch file every gap counts
     assert check_tree(tree).production_gaps == 6
 
 
-SERVER_ARGS = '''
+SERVER_ARGS = """
 from dataclasses import dataclass
 
 
@@ -97,10 +143,10 @@ class ServerArgs:
     enable_lora: bool | None = None
     enable_pdmux: bool = False
     dllm_algorithm: str | None = None
-'''
+"""
 
 # test_contract's PlainVLM with the EAGLE-3 members delegated: only off-path gaps are left
-EAGLE3_MEMBERS = '''
+EAGLE3_MEMBERS = """
 
     def get_embed_and_head(self):
         return self.language_model.get_embed_and_head()
@@ -110,13 +156,17 @@ EAGLE3_MEMBERS = '''
 
     def set_embed_and_head(self, embed, head):
         self.language_model.set_embed_and_head(embed, head)
-'''
-EAGLE3_WRAPPER = PLAIN_WRAPPER.replace("PlainVLM", "EagleVLM").replace("\n\n\nEntryClass", EAGLE3_MEMBERS + "\n\nEntryClass")
+"""
+EAGLE3_WRAPPER = PLAIN_WRAPPER.replace("PlainVLM", "EagleVLM").replace(
+    "\n\n\nEntryClass", EAGLE3_MEMBERS + "\n\nEntryClass"
+)
 
 
 def _eagle_tree(tmp_path: Path, piecewise: bool) -> Path:
-    return make_tree(tmp_path / str(piecewise), {"models/eagle_wrapper.py": EAGLE3_WRAPPER,
-                                                 "server_args.py": SERVER_ARGS.format(piecewise=piecewise)})
+    return make_tree(
+        tmp_path / str(piecewise),
+        {"models/eagle_wrapper.py": EAGLE3_WRAPPER, "server_args.py": SERVER_ARGS.format(piecewise=piecewise)},
+    )
 
 
 def test_gaps_only_off_the_production_path_exit_3_and_say_so(tmp_path):
@@ -140,14 +190,19 @@ def test_a_path_the_release_turns_on_by_default_puts_its_gap_on_the_production_p
     result = run_cli(REPO_ROOT, "check", "--tree", str(tree), "--model", "EagleVLM", "--json")
     data = json.loads(result.stdout)
     assert result.returncode == 1 and (data["production_gaps"], data["other_gaps"]) == (1, 1)
-    rows = [line.split() for line in run_cli(REPO_ROOT, "check", "--tree", str(tree), "--model",
-                                              "EagleVLM").stdout.splitlines()]
+    rows = [
+        line.split()
+        for line in run_cli(REPO_ROOT, "check", "--tree", str(tree), "--model", "EagleVLM").stdout.splitlines()
+    ]
     table = [r[:2] for r in rows if r and r[0] in ("model", "routed_experts_weights_of_layer")]
     assert table == [["model", "yes"], ["routed_experts_weights_of_layer", "no"]]  # production first
 
 
 def test_a_default_spanning_lines_is_read_and_a_computed_one_is_not(tmp_path):
-    tree = make_tree(tmp_path, {"server_args.py": '''
+    tree = make_tree(
+        tmp_path,
+        {
+            "server_args.py": """
 from dataclasses import dataclass, field
 
 
@@ -159,7 +214,9 @@ class ServerArgs:
     enable_eplb: bool = field(default=True)
     dllm_algorithm: str | None
     enable_lora: bool = not_a_literal()
-'''})
+"""
+        },
+    )
     assert field_defaults(tree, ["pp_size", "enable_eplb", "dllm_algorithm", "enable_lora", "absent"]) == {"pp_size": 2}
     # the launch therefore takes pipeline parallelism (default 2) and EPLB (no plain default: on)
     launch = production_launch(launch_root(tmp_path, ["--speculative-algorithm", "EAGLE3"]), tree)

@@ -57,6 +57,7 @@ def after(anchor: str, text_to_add: str):
     def edit(text: str) -> str:
         assert text.count(anchor) == 1, f"anchor {anchor!r} not unique"
         return text.replace(anchor, anchor + text_to_add)
+
     return edit
 
 
@@ -72,9 +73,12 @@ def line_of(tmp_path, onto, rel, needle) -> int:
 
 # ---------------------------------------------------------------- self.X: removed method, dropped attribute
 
-REMOVED_METHOD = {MODEL_RUNNER: after(
-    "    def init_attention_backend(self):\n",
-    "        self.init_double_sparsity_channel_config(self.server_args.ds_heavy_channel_type)\n")}
+REMOVED_METHOD = {
+    MODEL_RUNNER: after(
+        "    def init_attention_backend(self):\n",
+        "        self.init_double_sparsity_channel_config(self.server_args.ds_heavy_channel_type)\n",
+    )
+}
 
 
 @pytest.mark.parametrize("onto", [NEW, OLD])
@@ -84,15 +88,17 @@ def test_a_call_of_a_method_upstream_removed_is_suspect(tmp_path, trees, onto):
         assert found == []
         return
     line = line_of(tmp_path, onto, MODEL_RUNNER, "self.init_double_sparsity_channel_config(")
-    assert [(s.path, s.line, s.name) for s in found] == [
-        (MODEL_RUNNER, line, "init_double_sparsity_channel_config")]
+    assert [(s.path, s.line, s.name) for s in found] == [(MODEL_RUNNER, line, "init_double_sparsity_channel_config")]
     assert found[0].why.startswith("ModelRunner has no method 'init_double_sparsity_channel_config' in 0.5.11")
     assert "removed upstream; 0.5.10 has it" in found[0].why
 
 
-DROPPED_ATTRIBUTE = {SCHEDULER: after(
-    "    def get_internal_state(self, recv_req: GetInternalStateReq):\n",
-    "        prefill_tokens = self.last_prefill_tokens or self.server_args.chunked_prefill_size\n")}
+DROPPED_ATTRIBUTE = {
+    SCHEDULER: after(
+        "    def get_internal_state(self, recv_req: GetInternalStateReq):\n",
+        "        prefill_tokens = self.last_prefill_tokens or self.server_args.chunked_prefill_size\n",
+    )
+}
 
 
 @pytest.mark.parametrize("onto", [NEW, OLD])
@@ -104,18 +110,23 @@ def test_a_read_of_an_attribute_upstream_dropped_is_suspect(tmp_path, trees, ont
     line = line_of(tmp_path, onto, SCHEDULER, "prefill_tokens = self.last_prefill_tokens")
     assert [(s.line, s.name) for s in found] == [(line, "last_prefill_tokens")]
     assert found[0].why.startswith("Scheduler has no attribute 'last_prefill_tokens' in 0.5.11")
-    assert "removed upstream; 0.5.10 has it at python/sglang/srt/observability/scheduler_metrics_mixin.py:" in found[0].why
+    assert (
+        "removed upstream; 0.5.10 has it at python/sglang/srt/observability/scheduler_metrics_mixin.py:" in found[0].why
+    )
 
 
 def test_guarded_and_inherited_names_are_not_suspect(tmp_path, trees):
     """hasattr guards, names a mixin provides through the MRO, and names set with self.X = ... in the
     same patch resolve; a mixin's use of what its concrete class sets is fine too."""
-    edits = {MODEL_RUNNER: after(
-        "    def init_attention_backend(self):\n",
-        "        if hasattr(self, 'sorted_channels'):\n"
-        "            print(self.sorted_channels)\n"
-        "        self.patch_flag = True\n"
-        "        print(self.patch_flag, self.init_memory_pool, self.model_config, self.__class__)\n")}
+    edits = {
+        MODEL_RUNNER: after(
+            "    def init_attention_backend(self):\n",
+            "        if hasattr(self, 'sorted_channels'):\n"
+            "            print(self.sorted_channels)\n"
+            "        self.patch_flag = True\n"
+            "        print(self.patch_flag, self.init_memory_pool, self.model_config, self.__class__)\n",
+        )
+    }
     assert suspects_on(tmp_path, trees, NEW, edits) == []
 
 
@@ -123,14 +134,22 @@ def test_only_a_method_s_first_positional_parameter_is_its_instance(tmp_path, tr
     """A staticmethod's first parameter and a ``*args`` tuple are not ``self``: their attributes
     are not looked up on the class; the twin, a plain method's ``self``, is."""
     anchor = "    def init_attention_backend(self):\n"
-    edits = {MODEL_RUNNER: lambda text: text.replace(anchor, (
-        "    @staticmethod\n"
-        "    def _patch_static(runner):\n"
-        "        return runner.no_such_runner_attr\n\n"
-        "    def _patch_varargs(*args):\n"
-        "        return args.no_such_tuple_attr\n\n"
-        "    def _patch_method(self):\n"
-        "        return self.no_such_runner_attr\n\n") + anchor, 1)}
+    edits = {
+        MODEL_RUNNER: lambda text: text.replace(
+            anchor,
+            (
+                "    @staticmethod\n"
+                "    def _patch_static(runner):\n"
+                "        return runner.no_such_runner_attr\n\n"
+                "    def _patch_varargs(*args):\n"
+                "        return args.no_such_tuple_attr\n\n"
+                "    def _patch_method(self):\n"
+                "        return self.no_such_runner_attr\n\n"
+            )
+            + anchor,
+            1,
+        )
+    }
     found = suspects_on(tmp_path, trees, NEW, edits)
     line = line_of(tmp_path, NEW, MODEL_RUNNER, "return self.no_such_runner_attr")
     assert [(s.line, s.name) for s in found] == [(line, "no_such_runner_attr")]
@@ -138,11 +157,17 @@ def test_only_a_method_s_first_positional_parameter_is_its_instance(tmp_path, tr
 
 # ---------------------------------------------------------------- imported names and module attributes
 
-REMOVED_FUNCTION = {EAGLE_INFO: lambda text: text + (
-    "\n\nfrom sglang.srt.speculative.spec_utils import create_accept_length_filter as _calf\n"
-    "from sglang.srt.speculative import spec_utils as _spec_utils\n\n\n"
-    "def _patched_filter(*args):\n"
-    "    return _spec_utils.create_accept_length_filter(*args), _calf\n")}
+REMOVED_FUNCTION = {
+    EAGLE_INFO: lambda text: (
+        text
+        + (
+            "\n\nfrom sglang.srt.speculative.spec_utils import create_accept_length_filter as _calf\n"
+            "from sglang.srt.speculative import spec_utils as _spec_utils\n\n\n"
+            "def _patched_filter(*args):\n"
+            "    return _spec_utils.create_accept_length_filter(*args), _calf\n"
+        )
+    )
+}
 
 
 @pytest.mark.parametrize("onto", [NEW, OLD])
@@ -155,19 +180,26 @@ def test_an_imported_name_and_a_module_attribute_upstream_removed_are_suspect(tm
     use = line_of(tmp_path, onto, EAGLE_INFO, "return _spec_utils.create_accept_length_filter")
     assert [(s.line, s.name) for s in found] == [
         (imp, "create_accept_length_filter"),
-        (use, "sglang.srt.speculative.spec_utils.create_accept_length_filter")]
+        (use, "sglang.srt.speculative.spec_utils.create_accept_length_filter"),
+    ]
     assert all("removed upstream; 0.5.10 has it" in s.why for s in found)
 
 
 # ---------------------------------------------------------------- keyword arguments
 
-RENAMED_KEYWORDS = {EAGLE_INFO: lambda text: text + (
-    "\n\ndef _patched_verify(p, a, n, c, r, t, s, tp):\n"
-    "    return verify_tree_greedy_func(\n"
-    "        predicts=p, accept_index=a, accept_token_num=n, candidates=c,\n"
-    "        retrive_index=r, retrive_next_token=t, retrive_next_sibling=s,\n"
-    "        target_predict=tp, topk=1,\n"
-    "    )\n")}
+RENAMED_KEYWORDS = {
+    EAGLE_INFO: lambda text: (
+        text
+        + (
+            "\n\ndef _patched_verify(p, a, n, c, r, t, s, tp):\n"
+            "    return verify_tree_greedy_func(\n"
+            "        predicts=p, accept_index=a, accept_token_num=n, candidates=c,\n"
+            "        retrive_index=r, retrive_next_token=t, retrive_next_sibling=s,\n"
+            "        target_predict=tp, topk=1,\n"
+            "    )\n"
+        )
+    )
+}
 
 
 @pytest.mark.parametrize("onto", [NEW, OLD])
@@ -178,21 +210,32 @@ def test_a_keyword_the_callee_no_longer_accepts_is_suspect(tmp_path, trees, onto
         return
     line = line_of(tmp_path, onto, EAGLE_INFO, "retrive_index=r,")
     assert [(s.line, s.name) for s in found] == [
-        (line, "retrive_index"), (line, "retrive_next_sibling"), (line, "retrive_next_token")]
-    assert found[0].why == ("verify_tree_greedy_func() has no parameter 'retrive_index' (and no **kwargs) "
-                            "in 0.5.11 (removed upstream; 0.5.10 accepts it)")
+        (line, "retrive_index"),
+        (line, "retrive_next_sibling"),
+        (line, "retrive_next_token"),
+    ]
+    assert found[0].why == (
+        "verify_tree_greedy_func() has no parameter 'retrive_index' (and no **kwargs) "
+        "in 0.5.11 (removed upstream; 0.5.10 accepts it)"
+    )
 
 
 # ---------------------------------------------------------------- call coverage
+
 
 def strict_everywhere(*, skip_ngram: bool = False) -> dict:
     """A patch adding strict= to apply_custom_logit_processor and to its calls in 0.5.10."""
     kw = "                strict=True,\n"
     edits = {
-        SAMPLER: lambda text: _once(_once(text, "    num_tokens_in_batch: int = 1,\n):",
-                                          "    num_tokens_in_batch: int = 1,\n    strict: bool = False,\n):"),
-                                    "apply_custom_logit_processor(logits, sampling_info)",
-                                    "apply_custom_logit_processor(logits, sampling_info, strict=True)"),
+        SAMPLER: lambda text: _once(
+            _once(
+                text,
+                "    num_tokens_in_batch: int = 1,\n):",
+                "    num_tokens_in_batch: int = 1,\n    strict: bool = False,\n):",
+            ),
+            "apply_custom_logit_processor(logits, sampling_info)",
+            "apply_custom_logit_processor(logits, sampling_info, strict=True)",
+        ),
         EAGLE_INFO: after("                num_tokens_in_batch=self.draft_token_num,\n", kw),
         NGRAM_INFO: after("                num_tokens_in_batch=self.draft_token_num,\n", kw),
     }
@@ -223,6 +266,7 @@ def test_a_patch_that_leaves_some_old_calls_alone_has_no_coverage_finding(tmp_pa
 
 
 # ---------------------------------------------------------------- added lines
+
 
 def test_added_lines_are_the_merged_lines_the_new_release_lacks(tmp_path):
     new, merged = tmp_path / "new.py", tmp_path / "merged.py"

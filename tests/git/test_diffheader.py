@@ -63,10 +63,21 @@ def odd_repo(tmp_path_factory) -> git.Repo:
     """A base and a head commit whose diff holds every kind of section, on names git must quote."""
     root = tmp_path_factory.mktemp("odd")
     repo = git.Repo.init(root)
-    files = {SPACED: "1\n", UTF8: "x\n", TAB: "t\n", QUOTE: "q\n", "gone.txt": "bye\n", "mode only.sh": "#!/bin/sh\n",
-             "old name.txt": BODY, "copied from.txt": BODY.upper(), "bin.dat": None, **{n: f"{n!r}\n" for n in ODD},
-             "plain.txt": BODY.replace("line", "row"), "k.txt": BODY.replace("line", "entry"),
-             "dev.txt": "-- /dev/null\nrename from x\n"}  # its hunk removes lines that look like a header
+    files = {
+        SPACED: "1\n",
+        UTF8: "x\n",
+        TAB: "t\n",
+        QUOTE: "q\n",
+        "gone.txt": "bye\n",
+        "mode only.sh": "#!/bin/sh\n",
+        "old name.txt": BODY,
+        "copied from.txt": BODY.upper(),
+        "bin.dat": None,
+        **{n: f"{n!r}\n" for n in ODD},
+        "plain.txt": BODY.replace("line", "row"),
+        "k.txt": BODY.replace("line", "entry"),
+        "dev.txt": "-- /dev/null\nrename from x\n",
+    }  # its hunk removes lines that look like a header
     for rel, text in files.items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         if text is None:
@@ -74,9 +85,17 @@ def odd_repo(tmp_path_factory) -> git.Repo:
         else:
             (root / rel).write_text(text)
     _commit(repo, "base")
-    for rel, text in {SPACED: "2\n", UTF8: "y\n", TAB: "u\n", QUOTE: "r\n", "new file.txt": "n\n",
-                      "empty new.txt": "", "copied to.txt": BODY.upper(), **{n: f"{n!r} 2\n" for n in ODD},
-                      "m b/n.txt": BODY.replace("line", "entry")}.items():
+    for rel, text in {
+        SPACED: "2\n",
+        UTF8: "y\n",
+        TAB: "u\n",
+        QUOTE: "r\n",
+        "new file.txt": "n\n",
+        "empty new.txt": "",
+        "copied to.txt": BODY.upper(),
+        **{n: f"{n!r} 2\n" for n in ODD},
+        "m b/n.txt": BODY.replace("line", "entry"),
+    }.items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(text)
     (root / "bin.dat").write_bytes(bytes(reversed(range(256))))
@@ -91,8 +110,9 @@ def odd_repo(tmp_path_factory) -> git.Repo:
 
 
 def diff(repo: git.Repo, *options: str) -> str:
-    return repo.git.diff("-M", "-C", "--find-copies-harder", "--binary", *options, "HEAD^", "HEAD",
-                         strip_newline_in_stdout=False)
+    return repo.git.diff(
+        "-M", "-C", "--find-copies-harder", "--binary", *options, "HEAD^", "HEAD", strip_newline_in_stdout=False
+    )
 
 
 def test_every_section_of_a_real_diff_is_read_with_its_old_and_new_path(odd_repo):
@@ -101,14 +121,20 @@ def test_every_section_of_a_real_diff_is_read_with_its_old_and_new_path(odd_repo
     assert [(s.old, s.new) for s in found] == EXPECTED
     assert [s.path for s in found] == [new or old for old, new in EXPECTED]
     # the sections tile the diff: each starts at its own `diff --git` line and ends where the next starts
-    assert "".join(text[s.start:s.end] for s in found) == text
-    assert all(text[s.start:].startswith("diff --git ") for s in found)
+    assert "".join(text[s.start : s.end] for s in found) == text
+    assert all(text[s.start :].startswith("diff --git ") for s in found)
 
 
-@pytest.mark.parametrize("options", [["--no-prefix"], ["--src-prefix=i/", "--dst-prefix=w/"],
-                                     ["--src-prefix=orig/", "--dst-prefix=new/"],
-                                     ["--src-prefix=x/y/", "--dst-prefix=z/"]],
-                         ids=["no-prefix", "mnemonic", "unequal", "two-levels"])
+@pytest.mark.parametrize(
+    "options",
+    [
+        ["--no-prefix"],
+        ["--src-prefix=i/", "--dst-prefix=w/"],
+        ["--src-prefix=orig/", "--dst-prefix=new/"],
+        ["--src-prefix=x/y/", "--dst-prefix=z/"],
+    ],
+    ids=["no-prefix", "mnemonic", "unequal", "two-levels"],
+)
 def test_a_diff_made_with_other_prefixes_is_rewritten_byte_for_byte_as_git_writes_a_and_b(odd_repo, options):
     ab = diff(odd_repo)
     other = diff(odd_repo, *options)
@@ -123,7 +149,8 @@ def test_the_mnemonic_prefixes_of_a_work_tree_diff_are_rewritten(odd_repo, tmp_p
         (Path(odd_repo.working_tree_dir) / SPACED).write_text("3\n")
         plain = odd_repo.git.diff(strip_newline_in_stdout=False)
         mnemonic = git.Git(odd_repo.working_tree_dir).execute(
-            ["git", "-c", "diff.mnemonicPrefix=true", "diff"], strip_newline_in_stdout=False)
+            ["git", "-c", "diff.mnemonicPrefix=true", "diff"], strip_newline_in_stdout=False
+        )
     finally:
         odd_repo.git.checkout("--quiet", "--", ".")
     assert mnemonic.startswith("diff --git i/dir one/a b/c.txt w/dir one/a b/c.txt\n")
@@ -139,36 +166,44 @@ def test_a_diff_git_line_whose_paths_cannot_be_told_from_its_prefixes_is_refused
         with_ab_prefixes(f"diff --git {'o' * 100} {'t' * 100}\n")
     assert f"'diff --git {'o' * 100} {'t' * 8}' from" in str(long.value)
     # the twin: rename lines say it
-    renamed = with_ab_prefixes("diff --git one.txt two.txt\nsimilarity index 100%\n"
-                               "rename from one.txt\nrename to two.txt\n")
+    renamed = with_ab_prefixes(
+        "diff --git one.txt two.txt\nsimilarity index 100%\nrename from one.txt\nrename to two.txt\n"
+    )
     assert renamed.startswith("diff --git a/one.txt b/two.txt\n")
     assert with_ab_prefixes("no diff here\n") == "no diff here\n"
 
 
 def test_what_precedes_the_first_section_and_the_hunks_are_kept():
-    text = ("Subject: x\n\n---\n diff stat\n\ndiff --git f f\nindex 1..2 100644\n--- f\n+++ f\n"
-            "@@ -1 +1 @@\n--- f\n+++ f\n")
-    assert with_ab_prefixes(text) == ("Subject: x\n\n---\n diff stat\n\ndiff --git a/f b/f\nindex 1..2 100644\n"
-                                      "--- a/f\n+++ b/f\n@@ -1 +1 @@\n--- f\n+++ f\n")
+    text = (
+        "Subject: x\n\n---\n diff stat\n\ndiff --git f f\nindex 1..2 100644\n--- f\n+++ f\n@@ -1 +1 @@\n--- f\n+++ f\n"
+    )
+    assert with_ab_prefixes(text) == (
+        "Subject: x\n\n---\n diff stat\n\ndiff --git a/f b/f\nindex 1..2 100644\n"
+        "--- a/f\n+++ b/f\n@@ -1 +1 @@\n--- f\n+++ f\n"
+    )
 
 
-@pytest.mark.parametrize("line, paths", [
-    ("diff --git a/x b/x", ("x", "x")),
-    ("diff --git a/x b/x\r\n", ("x", "x")),
-    ("diff --git a/a b/c.txt b/a b/c.txt", ("a b/c.txt", "a b/c.txt")),
-    ("diff --git a/old name b/new name", ("old name", "new name")),
-    ('diff --git "a/caf\\303\\251" b/plain', ("caf\u00e9", "plain")),
-    ('diff --git a/plain "b/caf\\303\\251"', ("plain", "caf\u00e9")),
-    ('diff --git "a/t\\tab" "b/t\\tab"', ("t\tab", "t\tab")),
-    # a rename of "kkkkkk b/l" whose middle is a space: only the last " b/" can be guessed
-    ("diff --git a/kkkkkk b/l b/yy", ("kkkkkk b/l", "yy")),
-])
+@pytest.mark.parametrize(
+    "line, paths",
+    [
+        ("diff --git a/x b/x", ("x", "x")),
+        ("diff --git a/x b/x\r\n", ("x", "x")),
+        ("diff --git a/a b/c.txt b/a b/c.txt", ("a b/c.txt", "a b/c.txt")),
+        ("diff --git a/old name b/new name", ("old name", "new name")),
+        ('diff --git "a/caf\\303\\251" b/plain', ("caf\u00e9", "plain")),
+        ('diff --git a/plain "b/caf\\303\\251"', ("plain", "caf\u00e9")),
+        ('diff --git "a/t\\tab" "b/t\\tab"', ("t\tab", "t\tab")),
+        # a rename of "kkkkkk b/l" whose middle is a space: only the last " b/" can be guessed
+        ("diff --git a/kkkkkk b/l b/yy", ("kkkkkk b/l", "yy")),
+    ],
+)
 def test_a_diff_git_line_names_its_two_paths(line, paths):
     assert git_line_paths(line) == paths
 
 
-@pytest.mark.parametrize("line", ["--- a/x", "diff --git x x", "diff --git i/x w/x", "diff --git a/x",
-                                  "diff --cc a/x b/x"])
+@pytest.mark.parametrize(
+    "line", ["--- a/x", "diff --git x x", "diff --git i/x w/x", "diff --git a/x", "diff --cc a/x b/x"]
+)
 def test_what_is_not_a_diff_git_line_with_a_and_b_names_nothing(line):
     assert git_line_paths(line) is None
 
@@ -184,16 +219,19 @@ def test_an_empty_file_deleted_has_no_new_path_though_it_has_no_dev_null_line(tm
 def test_a_header_without_mode_lines_says_created_and_deleted_by_dev_null():
     """Tools other than git may write a ``diff --git`` header without ``new file mode``: the
     ``/dev/null`` side says it. The twin: both sides named is a change to the file."""
-    made = sections("diff --git a/n b/n\n--- /dev/null\n+++ b/n\n@@ -0,0 +1 @@\n+x\n"
-                    "diff --git a/d b/d\n--- a/d\n+++ /dev/null\n@@ -1 +0,0 @@\n-x\n"
-                    "diff --git a/c b/c\n--- a/c\n+++ b/c\n@@ -1 +1 @@\n-x\n+y\n")
+    made = sections(
+        "diff --git a/n b/n\n--- /dev/null\n+++ b/n\n@@ -0,0 +1 @@\n+x\n"
+        "diff --git a/d b/d\n--- a/d\n+++ /dev/null\n@@ -1 +0,0 @@\n-x\n"
+        "diff --git a/c b/c\n--- a/c\n+++ b/c\n@@ -1 +1 @@\n-x\n+y\n"
+    )
     assert [(s.old, s.new) for s in made] == [(None, "n"), ("d", None), ("c", "c")]
 
 
 def test_a_section_that_names_no_a_and_b_paths_is_passed_over_not_the_rest():
     text = "diff --git one\n--- one\n+++ one\ndiff --git a/y b/y\n--- a/y\n+++ b/y\n"
-    assert [(s.old, s.new, text[s.start:s.end]) for s in sections(text)] == [
-        ("y", "y", "diff --git a/y b/y\n--- a/y\n+++ b/y\n")]
+    assert [(s.old, s.new, text[s.start : s.end]) for s in sections(text)] == [
+        ("y", "y", "diff --git a/y b/y\n--- a/y\n+++ b/y\n")
+    ]
 
 
 def test_a_section_with_a_and_b_is_left_as_it_is_even_where_its_paths_could_not_be_told():
@@ -202,9 +240,14 @@ def test_a_section_with_a_and_b_is_left_as_it_is_even_where_its_paths_could_not_
 
 
 def test_quote_writes_what_git_writes_and_unquote_reads_it_back():
-    for name, quoted in [("plain name.txt", "plain name.txt"), ("caf\u00e9", '"caf\\303\\251"'),
-                         ("caf\udce9", '"caf\\351"'), ('q"b\\s', '"q\\"b\\\\s"'),
-                         ("t\tn\n", '"t\\tn\\n"'), ("\x01\x7f", '"\\001\\177"')]:
+    for name, quoted in [
+        ("plain name.txt", "plain name.txt"),
+        ("caf\u00e9", '"caf\\303\\251"'),
+        ("caf\udce9", '"caf\\351"'),
+        ('q"b\\s', '"q\\"b\\\\s"'),
+        ("t\tn\n", '"t\\tn\\n"'),
+        ("\x01\x7f", '"\\001\\177"'),
+    ]:
         assert quote(name) == quoted, name
         assert unquote(quoted) == name
 
@@ -221,8 +264,14 @@ def test_a_patch_follows_upstreams_renames_by_whole_names_however_quoted(tmp_pat
     writes for the same changes on the moved files, whatever the change (an edit, a mode change
     without hunks, the patch's own rename of a moved file). A file whose name only starts like a
     moved one (``x.py`` and ``x.pyi``, ``data/python/x.py`` holding ``a/python/x.py``) stays."""
-    renamed = {"python/x.py": "python/pkg/x.py", UTF8: "moved/" + UTF8, "old dir/s p.py": "new dir/s p.py",
-               "tool.sh": "bin/tool.sh", "PREFIX": "moved/PREFIX", "sp end ": "moved/sp end "}
+    renamed = {
+        "python/x.py": "python/pkg/x.py",
+        UTF8: "moved/" + UTF8,
+        "old dir/s p.py": "new dir/s p.py",
+        "tool.sh": "bin/tool.sh",
+        "PREFIX": "moved/PREFIX",
+        "sp end ": "moved/sp end ",
+    }
     stay = ["python/x.pyi", "data/python/x.py"]
     before = {**{old: f"{old} 1\n" + BODY for old in renamed}, **{p: f"{p} 1\n" for p in stay}}
     # a hunk that removes lines looking like a header of a moved file stays as it is
@@ -247,7 +296,7 @@ def test_a_patch_follows_upstreams_renames_by_whole_names_however_quoted(tmp_pat
     followed, moved = Moves(renamed, frozenset()).follow(original)
 
     def by_file(text: str) -> list[str]:  # git orders the sections by the new names
-        return sorted(text[s.start:s.end] for s in sections(text))
+        return sorted(text[s.start : s.end] for s in sections(text))
 
     assert "rename to other name.py" in original and "old mode 100644" in original  # the premises
     assert original.count("\n--- a/python/x.py\n") == 2  # its header, and a line its hunk removes

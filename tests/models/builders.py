@@ -43,9 +43,14 @@ def build_tokenizer(out: Path, spec: dict) -> dict[str, int]:
     tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     fast = PreTrainedTokenizerFast(
-        tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>",
-        pad_token="<pad>", additional_special_tokens=["<|media_pad|>", "<|im_start|>", "<|im_end|>"],
-        model_max_length=spec["max_position_embeddings"])
+        tokenizer_object=tok,
+        bos_token="<s>",
+        eos_token="</s>",
+        unk_token="<unk>",
+        pad_token="<pad>",
+        additional_special_tokens=["<|media_pad|>", "<|im_start|>", "<|im_end|>"],
+        model_max_length=spec["max_position_embeddings"],
+    )
     fast.save_pretrained(out)
     return vocab
 
@@ -100,7 +105,11 @@ def deepseek_v3_text_config(text: dict, vocab: dict[str, int], dtype: str) -> di
         "rope_theta": 50000.0,
         # yarn: SGLang's DeepSeek attention on CPU needs it (as the real Kimi K2.5 config has).
         "rope_scaling": {
-            "type": "yarn", "factor": 4.0, "beta_fast": 32.0, "beta_slow": 1.0, "mscale": 1.0,
+            "type": "yarn",
+            "factor": 4.0,
+            "beta_fast": 32.0,
+            "beta_slow": 1.0,
+            "mscale": 1.0,
             "mscale_all_dim": 1.0,
             "original_max_position_embeddings": text["max_position_embeddings"] // 4,
         },
@@ -133,8 +142,7 @@ def deepseek_v3_text_weights(c: dict, init: Init, zero_final_norm: bool) -> dict
             w[a + "q_proj.weight"] = init.linear(heads * qk_head, H)
         w[a + "kv_a_proj_with_mqa.weight"] = init.linear(c["kv_lora_rank"] + c["qk_rope_head_dim"], H)
         w[a + "kv_a_layernorm.weight"] = init.ones(c["kv_lora_rank"])
-        w[a + "kv_b_proj.weight"] = init.linear(
-            heads * (c["qk_nope_head_dim"] + c["v_head_dim"]), c["kv_lora_rank"])
+        w[a + "kv_b_proj.weight"] = init.linear(heads * (c["qk_nope_head_dim"] + c["v_head_dim"]), c["kv_lora_rank"])
         w[a + "o_proj.weight"] = init.linear(H, heads * c["v_head_dim"])
         m = p + "mlp."
         if i < c["first_k_dense_replace"]:
@@ -190,29 +198,40 @@ def vision_weights(vc: dict, init: Init) -> dict[str, torch.Tensor]:
         "vision_tower.patch_embed.proj.weight": init.linear(D, 3 * P * P).reshape(D, 3, P, P),
         "vision_tower.patch_embed.proj.bias": init.zeros(D),
         "vision_tower.patch_embed.pos_emb.weight": init.normal(
-            vc["init_pos_emb_height"], vc["init_pos_emb_width"], D, std=0.02),
+            vc["init_pos_emb_height"], vc["init_pos_emb_width"], D, std=0.02
+        ),
         "vision_tower.encoder.final_layernorm.weight": init.ones(D),
         "vision_tower.encoder.final_layernorm.bias": init.zeros(D),
     }
     for j in range(vc["num_hidden_layers"]):
         b = f"vision_tower.encoder.blocks.{j}."
-        w.update({
-            b + "norm0.weight": init.ones(D), b + "norm0.bias": init.zeros(D),
-            b + "norm1.weight": init.ones(D), b + "norm1.bias": init.zeros(D),
-            b + "wqkv.weight": init.linear(3 * D, D), b + "wqkv.bias": init.zeros(3 * D),
-            b + "wo.weight": init.linear(D, D), b + "wo.bias": init.zeros(D),
-            b + "mlp.fc0.weight": init.linear(I, D), b + "mlp.fc0.bias": init.zeros(I),
-            b + "mlp.fc1.weight": init.linear(D, I), b + "mlp.fc1.bias": init.zeros(D),
-        })
+        w.update(
+            {
+                b + "norm0.weight": init.ones(D),
+                b + "norm0.bias": init.zeros(D),
+                b + "norm1.weight": init.ones(D),
+                b + "norm1.bias": init.zeros(D),
+                b + "wqkv.weight": init.linear(3 * D, D),
+                b + "wqkv.bias": init.zeros(3 * D),
+                b + "wo.weight": init.linear(D, D),
+                b + "wo.bias": init.zeros(D),
+                b + "mlp.fc0.weight": init.linear(I, D),
+                b + "mlp.fc0.bias": init.zeros(I),
+                b + "mlp.fc1.weight": init.linear(D, I),
+                b + "mlp.fc1.bias": init.zeros(D),
+            }
+        )
     merged = 4 * D  # merge_kernel_size 2x2
-    w.update({
-        "mm_projector.pre_norm.weight": init.ones(D),
-        "mm_projector.pre_norm.bias": init.zeros(D),
-        "mm_projector.proj.0.weight": init.linear(merged, merged),
-        "mm_projector.proj.0.bias": init.zeros(merged),
-        "mm_projector.proj.2.weight": init.linear(vc["text_hidden_size"], merged),
-        "mm_projector.proj.2.bias": init.zeros(vc["text_hidden_size"]),
-    })
+    w.update(
+        {
+            "mm_projector.pre_norm.weight": init.ones(D),
+            "mm_projector.pre_norm.bias": init.zeros(D),
+            "mm_projector.proj.0.weight": init.linear(merged, merged),
+            "mm_projector.proj.0.bias": init.zeros(merged),
+            "mm_projector.proj.2.weight": init.linear(vc["text_hidden_size"], merged),
+            "mm_projector.proj.2.bias": init.zeros(vc["text_hidden_size"]),
+        }
+    )
     return w
 
 
@@ -272,13 +291,22 @@ def build_processor_configs(out: Path, vision: dict) -> None:
     except ImportError:
         return
     (out / "processing_kimi_k25_tiny.py").write_text(TINY_PROCESSOR)
-    (out / "preprocessor_config.json").write_text(json.dumps({
-        "auto_map": {"AutoProcessor": "processing_kimi_k25_tiny.KimiK25Processor"},
-        "media_proc_cfg": {  # the keys SGLang reads (kimi_k25.py:546-556), Kimi K2.5's values
-            "patch_size": vision["patch_size"], "merge_kernel_size": 2, "in_patch_limit": 16384,
-            "patch_limit_on_one_side": 512, "image_mean": [0.5, 0.5, 0.5],
-            "image_std": [0.5, 0.5, 0.5]},
-    }, indent=2))
+    (out / "preprocessor_config.json").write_text(
+        json.dumps(
+            {
+                "auto_map": {"AutoProcessor": "processing_kimi_k25_tiny.KimiK25Processor"},
+                "media_proc_cfg": {  # the keys SGLang reads (kimi_k25.py:546-556), Kimi K2.5's values
+                    "patch_size": vision["patch_size"],
+                    "merge_kernel_size": 2,
+                    "in_patch_limit": 16384,
+                    "patch_limit_on_one_side": 512,
+                    "image_mean": [0.5, 0.5, 0.5],
+                    "image_std": [0.5, 0.5, 0.5],
+                },
+            },
+            indent=2,
+        )
+    )
 
 
 def build_kimi_k25(out: Path, spec: dict) -> None:
@@ -300,14 +328,17 @@ def build_kimi_k25(out: Path, spec: dict) -> None:
         "tie_word_embeddings": False,
     }
     init = Init(spec["seed"], dtype)
-    weights = {f"language_model.{k}": v for k, v in
-               deepseek_v3_text_weights(text, init, spec["zero_final_norm"]).items()}
+    weights = {
+        f"language_model.{k}": v for k, v in deepseek_v3_text_weights(text, init, spec["zero_final_norm"]).items()
+    }
     weights.update(vision_weights(vision, init))
     (out / "config.json").write_text(json.dumps(config, indent=2))
-    (out / "generation_config.json").write_text(json.dumps(
-        {"bos_token_id": vocab["<s>"], "eos_token_id": vocab["</s>"], "do_sample": False}))
-    save_file({k: v.contiguous() for k, v in weights.items()}, str(out / "model.safetensors"),
-              metadata={"format": "pt"})
+    (out / "generation_config.json").write_text(
+        json.dumps({"bos_token_id": vocab["<s>"], "eos_token_id": vocab["</s>"], "do_sample": False})
+    )
+    save_file(
+        {k: v.contiguous() for k, v in weights.items()}, str(out / "model.safetensors"), metadata={"format": "pt"}
+    )
 
 
 def build_eagle3_draft(out: Path, spec: dict) -> None:
@@ -345,8 +376,9 @@ def build_eagle3_draft(out: Path, spec: dict) -> None:
     }
     init = Init(spec["seed"], getattr(torch, spec["dtype"]))
     # d2t[i] = target id of draft id i, minus i (SpecForge's format). Draft id 0 is token 0.
-    hot = torch.cat([torch.zeros(1, dtype=torch.long),
-                     1 + torch.randperm(V - 1, generator=init.gen)[: Vd - 1].sort().values])
+    hot = torch.cat(
+        [torch.zeros(1, dtype=torch.long), 1 + torch.randperm(V - 1, generator=init.gen)[: Vd - 1].sort().values]
+    )
     d2t = hot - torch.arange(Vd)
     t2d = torch.zeros(V, dtype=torch.bool)
     t2d[hot] = True
@@ -369,8 +401,7 @@ def build_eagle3_draft(out: Path, spec: dict) -> None:
         "t2d": t2d,
     }
     (out / "config.json").write_text(json.dumps(config, indent=2))
-    save_file({k: v.contiguous() for k, v in w.items()}, str(out / "model.safetensors"),
-              metadata={"format": "pt"})
+    save_file({k: v.contiguous() for k, v in w.items()}, str(out / "model.safetensors"), metadata={"format": "pt"})
 
 
 BUILDERS = {"kimi_k25": build_kimi_k25, "eagle3_draft": build_eagle3_draft}

@@ -32,18 +32,20 @@ from pathlib import Path
 
 BUILDERS = Path(__file__).resolve().with_name("builders.py")
 
-WORDS = list(dict.fromkeys(
-    "the of and to in is was he for it with as his on be at by had are but from or have an they "
-    "which one you were all we her she there would their will when who him been has more if no out "
-    "do so can what up said about other into than its time only could new them man some these then "
-    "two first may any like now my such make over our even most me state after also made many did "
-    "must before back see through way where get much go well your know should down work year "
-    "because come people just say each those take day good how long very life both between own "
-    "under last never us while might great old off come since against right came place around "
-    "world three however small found went thought part again house water fox dog cat bird tree "
-    "river city road light night green blue red black white quick brown lazy jumps runs sleeps "
-    "sings reads writes builds opens closes".split()
-))
+WORDS = list(
+    dict.fromkeys(
+        "the of and to in is was he for it with as his on be at by had are but from or have an they "
+        "which one you were all we her she there would their will when who him been has more if no out "
+        "do so can what up said about other into than its time only could new them man some these then "
+        "two first may any like now my such make over our even most me state after also made many did "
+        "must before back see through way where get much go well your know should down work year "
+        "because come people just say each those take day good how long very life both between own "
+        "under last never us while might great old off come since against right came place around "
+        "world three however small found went thought part again house water fox dog cat bird tree "
+        "river city road light night green blue red black white quick brown lazy jumps runs sleeps "
+        "sings reads writes builds opens closes".split()
+    )
+)
 
 TOKENIZER = {"words": WORDS, "vocab_size": 256, "max_position_embeddings": 4096}
 
@@ -143,7 +145,10 @@ def ensure_model(runtime, kind: str, spec: dict, cache: Path) -> Path:
             f"import runpy, sys\n"
             f"sys.argv = [{str(BUILDERS)!r}, {kind!r}, {str(spec_file)!r}, {str(out)!r}]\n"
             f"runpy.run_path({str(BUILDERS)!r}, run_name='__main__')\n",
-            variant=None, harness=False, timeout=600)
+            variant=None,
+            harness=False,
+            timeout=600,
+        )
         if result.returncode != 0:
             raise RuntimeError(f"building tiny model {kind} failed:\n{result.describe()}")
         try:

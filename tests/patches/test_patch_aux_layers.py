@@ -54,8 +54,9 @@ class Production:
         if override is None:
             self.monkeypatch.delenv(self.mod.OVERRIDE_ENV, raising=False)
         else:
-            self.monkeypatch.setenv(self.mod.OVERRIDE_ENV, override if isinstance(override, str)
-                                    else json.dumps(override))
+            self.monkeypatch.setenv(
+                self.mod.OVERRIDE_ENV, override if isinstance(override, str) else json.dumps(override)
+            )
         aux = self.mod.resolve_eagle3_aux_layers(cfg, target_num_layers=num_layers)
         return aux.layer_ids, aux.source
 
@@ -106,18 +107,25 @@ EAGLE = "draft config eagle_config.eagle_aux_hidden_state_layer_ids"
 TOP = "draft config eagle_aux_hidden_state_layer_ids"
 
 
-@pytest.mark.parametrize("cfg, expected", [
-    (NS(eagle_config={"eagle_aux_hidden_state_layer_ids": [1, 29, 57]}), ([1, 29, 57], EAGLE)),
-    (NS(eagle_config=NS(eagle_aux_hidden_state_layer_ids=[1, 29, 57])), ([1, 29, 57], EAGLE)),
-    (NS(eagle_aux_hidden_state_layer_ids=(4, 8)), ([4, 8], TOP)),
-    (NS(eagle_config={"eagle_aux_hidden_state_layer_ids": [1, 2]}, eagle_aux_hidden_state_layer_ids=[7, 8, 9]),
-     ([1, 2], EAGLE)),  # eagle_config before the top level
-    (NS(eagle_config={"use_aux_hidden_state": True}, eagle_aux_hidden_state_layer_ids=[7, 8, 9]),
-     ([7, 8, 9], TOP)),  # an eagle_config without ids falls through to the top level
-    ({"eagle_aux_hidden_state_layer_ids": [3, 5]}, ([3, 5], TOP)),  # a config that is a dict
-    (NS(), (None, "default")),
-    (NS(eagle_config=None), (None, "default")),
-])
+@pytest.mark.parametrize(
+    "cfg, expected",
+    [
+        (NS(eagle_config={"eagle_aux_hidden_state_layer_ids": [1, 29, 57]}), ([1, 29, 57], EAGLE)),
+        (NS(eagle_config=NS(eagle_aux_hidden_state_layer_ids=[1, 29, 57])), ([1, 29, 57], EAGLE)),
+        (NS(eagle_aux_hidden_state_layer_ids=(4, 8)), ([4, 8], TOP)),
+        (
+            NS(eagle_config={"eagle_aux_hidden_state_layer_ids": [1, 2]}, eagle_aux_hidden_state_layer_ids=[7, 8, 9]),
+            ([1, 2], EAGLE),
+        ),  # eagle_config before the top level
+        (
+            NS(eagle_config={"use_aux_hidden_state": True}, eagle_aux_hidden_state_layer_ids=[7, 8, 9]),
+            ([7, 8, 9], TOP),
+        ),  # an eagle_config without ids falls through to the top level
+        ({"eagle_aux_hidden_state_layer_ids": [3, 5]}, ([3, 5], TOP)),  # a config that is a dict
+        (NS(), (None, "default")),
+        (NS(eagle_config=None), (None, "default")),
+    ],
+)
 def test_the_capture_layers_come_from_the_first_place_that_names_them(aux, cfg, expected):
     assert aux.resolve(cfg) == expected
 
@@ -138,23 +146,29 @@ def test_layer_ids_that_are_not_a_list_of_layers_fail_naming_where_they_came_fro
 
 def test_layer_ids_past_the_target_fail_at_start_up(aux):
     cfg = NS(eagle_aux_hidden_state_layer_ids=[2, 30, 61])
-    with pytest.raises(ValueError, match=r"ids \[61\] from draft config eagle_aux_hidden_state_layer_ids are "
-                                         r"out of range for a target with 61 layers"):
+    with pytest.raises(
+        ValueError,
+        match=r"ids \[61\] from draft config eagle_aux_hidden_state_layer_ids are "
+        r"out of range for a target with 61 layers",
+    ):
         aux.resolve(cfg, num_layers=61)
     assert aux.resolve(cfg, num_layers=62) == ([2, 30, 61], TOP)
     assert aux.resolve(cfg, num_layers=None) == ([2, 30, 61], TOP)  # unknown depth: nothing to check
     assert aux.resolve(NS(), num_layers=1) == (None, "default")
 
 
-@pytest.mark.parametrize("cfg, expected", [
-    (NS(), True),
-    (NS(eagle_config={"use_aux_hidden_state": False}), False),
-    (NS(eagle_config=NS(use_aux_hidden_state=False)), False),
-    (NS(use_aux_hidden_state=False), False),
-    (NS(eagle_config={"use_aux_hidden_state": True}, use_aux_hidden_state=False), True),
-    (NS(eagle_config={"use_aux_hidden_state": 0}), False),
-    (NS(eagle_config={}), True),
-])
+@pytest.mark.parametrize(
+    "cfg, expected",
+    [
+        (NS(), True),
+        (NS(eagle_config={"use_aux_hidden_state": False}), False),
+        (NS(eagle_config=NS(use_aux_hidden_state=False)), False),
+        (NS(use_aux_hidden_state=False), False),
+        (NS(eagle_config={"use_aux_hidden_state": True}, use_aux_hidden_state=False), True),
+        (NS(eagle_config={"use_aux_hidden_state": 0}), False),
+        (NS(eagle_config={}), True),
+    ],
+)
 def test_use_aux_hidden_state_is_read_from_eagle_config_then_the_top_level(aux, cfg, expected):
     assert aux.use_aux(cfg) is expected
 
@@ -164,14 +178,17 @@ def test_the_default_layers_count_three(aux):
     assert aux.count([4, 8]) == 2
 
 
-@pytest.mark.parametrize("model, expected", [
-    (NS(model=NS(layers_to_capture=(2, 30, 58))), [2, 30, 58]),
-    (NS(model=NS(), language_model=NS(model=NS(layers_to_capture=[1, 2]))), [1, 2]),
-    (NS(language_model=NS(model=NS(layers_to_capture=[5]))), [5]),
-    (NS(model=NS(layers_to_capture=[3]), language_model=NS(model=NS(layers_to_capture=[9]))), [3]),
-    (NS(model=NS()), None),
-    (NS(), None),
-])
+@pytest.mark.parametrize(
+    "model, expected",
+    [
+        (NS(model=NS(layers_to_capture=(2, 30, 58))), [2, 30, 58]),
+        (NS(model=NS(), language_model=NS(model=NS(layers_to_capture=[1, 2]))), [1, 2]),
+        (NS(language_model=NS(model=NS(layers_to_capture=[5]))), [5]),
+        (NS(model=NS(layers_to_capture=[3]), language_model=NS(model=NS(layers_to_capture=[9]))), [3]),
+        (NS(model=NS()), None),
+        (NS(), None),
+    ],
+)
 def test_the_captured_layers_are_read_back_from_the_decoder_stack(aux, model, expected):
     assert aux.captured(model) == expected
 
@@ -183,20 +200,25 @@ def test_a_layer_id_given_twice_fails_naming_where_it_came_from(aux, where):
     cfg, override, source = {
         "eagle_config": (NS(eagle_config={"eagle_aux_hidden_state_layer_ids": ids}), None, EAGLE),
         "top level": (NS(eagle_aux_hidden_state_layer_ids=ids), None, TOP),
-        "override": (NS(), ids, aux.override_source)}[where]
+        "override": (NS(), ids, aux.override_source),
+    }[where]
     with pytest.raises(ValueError) as refused:
         aux.resolve(cfg, override=override)
     assert str(refused.value).startswith(
         f"EAGLE-3 aux hidden state layer ids from {source} must not repeat a layer, got [2, 30, 2]; "
-        f"set {aux.override_name}"), str(refused.value)
+        f"set {aux.override_name}"
+    ), str(refused.value)
     assert aux.resolve(NS(eagle_aux_hidden_state_layer_ids=[2, 30, 3])) == ([2, 3, 30], TOP)  # the twin
 
 
-@pytest.mark.parametrize("cfg, override, expected", [
-    (NS(eagle_aux_hidden_state_layer_ids=[58, 2, 30]), None, ([2, 30, 58], TOP)),
-    (NS(eagle_config={"eagle_aux_hidden_state_layer_ids": (30, 1, 57)}), None, ([1, 30, 57], EAGLE)),
-    (NS(), [9, 3, 5], ([3, 5, 9], None)),
-])
+@pytest.mark.parametrize(
+    "cfg, override, expected",
+    [
+        (NS(eagle_aux_hidden_state_layer_ids=[58, 2, 30]), None, ([2, 30, 58], TOP)),
+        (NS(eagle_config={"eagle_aux_hidden_state_layer_ids": (30, 1, 57)}), None, ([1, 30, 57], EAGLE)),
+        (NS(), [9, 3, 5], ([3, 5, 9], None)),
+    ],
+)
 def test_layer_ids_are_sorted_as_the_target_captures_them(aux, cfg, override, expected):
     """The target captures in layer order; 0.5.23 also picks its id convention from the first id."""
     ids, source = aux.resolve(cfg, override=override)
@@ -219,20 +241,25 @@ def test_a_declared_count_that_differs_from_the_layers_fails_at_start_up(prod, m
     assert str(failed.value) == (
         "EAGLE-3 draft expects 3 aux hidden states (declared num_aux_hidden_states) but the target would "
         f"capture 2 layers [1, 2] from {TOP}; set {prod.OVERRIDE_ENV} to the 3 layer ids the draft was "
-        "trained on")
+        "trained on"
+    )
     with pytest.raises(ValueError, match=r"expects 2 .* capture 3 layers \(the target's defaults\) from default"):
         prod.resolve_eagle3_aux_layers(NS(num_aux_hidden_states=2))
     # the twins: a matching count, no declared count, or aux states off: no error
-    assert prod.resolve_eagle3_aux_layers(NS(eagle_aux_hidden_state_layer_ids=[1, 2],
-                                             num_aux_hidden_states="2")).count == 2
+    assert (
+        prod.resolve_eagle3_aux_layers(NS(eagle_aux_hidden_state_layer_ids=[1, 2], num_aux_hidden_states="2")).count
+        == 2
+    )
     assert prod.resolve_eagle3_aux_layers(NS(num_aux_hidden_states=3)).layer_ids is None
     assert prod.resolve_eagle3_aux_layers(NS(eagle_aux_hidden_state_layer_ids=[1, 2])).count == 2
     off = prod.resolve_eagle3_aux_layers(NS(use_aux_hidden_state=False, num_aux_hidden_states=5))
     assert off.use_aux_hidden_state is False
 
 
-@pytest.mark.parametrize("override, expected", [("2,30,58", [2, 30, 58]), (" 2, 30 ,58 ", [2, 30, 58]),
-                                                ("[2, 30, 58]", [2, 30, 58]), ("7", [7])])
+@pytest.mark.parametrize(
+    "override, expected",
+    [("2,30,58", [2, 30, 58]), (" 2, 30 ,58 ", [2, 30, 58]), ("[2, 30, 58]", [2, 30, 58]), ("7", [7])],
+)
 def test_the_override_takes_a_comma_list_or_a_json_list(prod, monkeypatch, override, expected):
     monkeypatch.setenv(prod.OVERRIDE_ENV, override)
     aux = prod.resolve_eagle3_aux_layers(NS())
@@ -253,8 +280,7 @@ def test_a_blank_override_is_no_override(prod, monkeypatch):
 
 def test_the_server_reports_the_layers_and_their_source(prod):
     aux = prod.Eagle3AuxLayers(layer_ids=[1, 2], source="s", use_aux_hidden_state=False, captured_layers=[1])
-    assert aux.info() == {"layer_ids": [1, 2], "source": "s", "captured_layers": [1],
-                          "use_aux_hidden_state": False}
+    assert aux.info() == {"layer_ids": [1, 2], "source": "s", "captured_layers": [1], "use_aux_hidden_state": False}
 
 
 def test_the_start_up_line_warns_only_for_the_default_layers(prod, caplog):
@@ -263,25 +289,32 @@ def test_the_start_up_line_warns_only_for_the_default_layers(prod, caplog):
     prod.log_eagle3_aux_layers(prod.Eagle3AuxLayers([1, 2], TOP, captured_layers=[1, 2]))
     prod.log_eagle3_aux_layers(prod.Eagle3AuxLayers(None, "default", use_aux_hidden_state=False))
     records = [(r.levelname, r.getMessage()) for r in caplog.records]
-    assert records[0][0] == "WARNING" and "default layers [2, 30, 58]" in records[0][1] \
+    assert (
+        records[0][0] == "WARNING"
+        and "default layers [2, 30, 58]" in records[0][1]
         and prod.OVERRIDE_ENV in records[0][1]
-    assert records[1] == ("INFO", f"EAGLE-3 capture layers: layer ids [1, 2] from {TOP}; the target captures "
-                                  "layers [1, 2]")
-    assert records[2] == ("INFO", "EAGLE-3 aux hidden states: off (the draft config sets use_aux_hidden_state "
-                                  "false)")
+    )
+    assert records[1] == (
+        "INFO",
+        f"EAGLE-3 capture layers: layer ids [1, 2] from {TOP}; the target captures layers [1, 2]",
+    )
+    assert records[2] == ("INFO", "EAGLE-3 aux hidden states: off (the draft config sets use_aux_hidden_state false)")
     assert len(records) == 3
 
 
-@pytest.mark.parametrize("model, cfg, expected", [
-    (draft((4096, 3 * 7168)), NS(target_hidden_size=7168, hidden_size=4096), 3),
-    (draft((4096, 2 * 7168), nested=False), NS(target_hidden_size=7168), 2),
-    (draft((4096, 3 * 4096)), NS(hidden_size=4096), 3),  # no target_hidden_size: the draft's own
-    (draft((4096, 3 * 7168)), NS(target_hidden_size=None, hidden_size=7168), 3),
-    (draft(None), NS(hidden_size=4096), None),
-    (draft((3 * 4096,)), NS(hidden_size=4096), None),
-    (draft((4096, 1000)), NS(hidden_size=4096), None),
-    (draft((4096, 3 * 4096)), NS(), None),
-])
+@pytest.mark.parametrize(
+    "model, cfg, expected",
+    [
+        (draft((4096, 3 * 7168)), NS(target_hidden_size=7168, hidden_size=4096), 3),
+        (draft((4096, 2 * 7168), nested=False), NS(target_hidden_size=7168), 2),
+        (draft((4096, 3 * 4096)), NS(hidden_size=4096), 3),  # no target_hidden_size: the draft's own
+        (draft((4096, 3 * 7168)), NS(target_hidden_size=None, hidden_size=7168), 3),
+        (draft(None), NS(hidden_size=4096), None),
+        (draft((3 * 4096,)), NS(hidden_size=4096), None),
+        (draft((4096, 1000)), NS(hidden_size=4096), None),
+        (draft((4096, 3 * 4096)), NS(), None),
+    ],
+)
 def test_a_loaded_draft_says_how_many_aux_states_it_takes(prod, model, cfg, expected):
     assert prod.draft_expected_aux_count(model, cfg) == expected
 
@@ -292,11 +325,13 @@ def test_a_target_that_would_capture_a_layer_twice_fails_at_start_up(prod):
         prod.check_captured_layers(prod.Eagle3AuxLayers(None, "default", captured_layers=[2, 2, 1]))
     assert str(refused.value) == (
         "EAGLE-3 capture layers [2, 2, 1] (default) repeat a layer, so the target would capture 2 aux hidden "
-        f"states instead of 3; set {prod.OVERRIDE_ENV} to the layer ids the draft was trained on")
+        f"states instead of 3; set {prod.OVERRIDE_ENV} to the layer ids the draft was trained on"
+    )
     # the twins: distinct layers, aux states off, or a target rank that captures nothing
     prod.check_captured_layers(prod.Eagle3AuxLayers(None, "default", captured_layers=[2, 4, 5]))
-    prod.check_captured_layers(prod.Eagle3AuxLayers(None, "default", use_aux_hidden_state=False,
-                                                    captured_layers=[2, 2, 1]))
+    prod.check_captured_layers(
+        prod.Eagle3AuxLayers(None, "default", use_aux_hidden_state=False, captured_layers=[2, 2, 1])
+    )
     prod.check_captured_layers(prod.Eagle3AuxLayers(None, "default"))
 
 
@@ -306,7 +341,8 @@ def test_a_draft_whose_input_width_differs_from_the_capture_fails_at_start_up(pr
         prod.check_draft_input_width(draft((4096, 3 * 7168)), NS(target_hidden_size=7168), aux)
     assert str(failed.value).startswith(
         "EAGLE-3 draft expects 3 aux hidden states (its fc input width 21504 = 3 x 7168) but the target "
-        f"would capture 2 layers [1, 2] from {TOP}")
+        f"would capture 2 layers [1, 2] from {TOP}"
+    )
     # the twins: a matching width, no aux states, or no analysis of the draft: start-up goes on
     prod.check_draft_input_width(draft((4096, 2 * 7168)), NS(target_hidden_size=7168), aux)
     prod.check_draft_input_width(draft((4096, 3 * 7168)), NS(target_hidden_size=7168), None)
@@ -324,15 +360,22 @@ def latest(patched, monkeypatch):
 
 
 def spec_config(ids=None, source=TOP, use=True, captured=None):
-    return NS(eagle_use_aux_hidden_state=use, eagle_aux_hidden_state_layer_ids=ids,
-              eagle_aux_hidden_state_layer_source=source, eagle_aux_hidden_state_captured_layers=captured)
+    return NS(
+        eagle_use_aux_hidden_state=use,
+        eagle_aux_hidden_state_layer_ids=ids,
+        eagle_aux_hidden_state_layer_source=source,
+        eagle_aux_hidden_state_captured_layers=captured,
+    )
 
 
 def test_latest_layer_range_counts_looped_layers(latest):
     config = NS(hf_text_config=NS(num_hidden_layers=10, num_loops=2))
     latest._check_eagle_layer_ids_in_range([19], TOP, config)
-    with pytest.raises(ValueError, match=r"\[20\] from x are out of range for a target with 20 layers; set "
-                                         "--return-aux-hidden-state-layer-ids"):
+    with pytest.raises(
+        ValueError,
+        match=r"\[20\] from x are out of range for a target with 20 layers; set "
+        "--return-aux-hidden-state-layer-ids",
+    ):
         latest._check_eagle_layer_ids_in_range([3, 20], "x", config)
     latest._check_eagle_layer_ids_in_range([500], "x", NS(hf_text_config=NS()))
 
@@ -340,15 +383,21 @@ def test_latest_layer_range_counts_looped_layers(latest):
 def test_latest_mismatch_message_names_both_counts(latest):
     assert latest.eagle_aux_mismatch_message(3, "how", [1, 2], "src") == (
         "EAGLE-3 draft expects 3 aux hidden states (how) but the target would capture 2 layers [1, 2] from "
-        "src; set --return-aux-hidden-state-layer-ids to the 3 layer ids the draft was trained on")
-    assert "capture 3 layers (the target's defaults) from default" in \
-        latest.eagle_aux_mismatch_message(2, "how", None, "default")
+        "src; set --return-aux-hidden-state-layer-ids to the 3 layer ids the draft was trained on"
+    )
+    assert "capture 3 layers (the target's defaults) from default" in latest.eagle_aux_mismatch_message(
+        2, "how", None, "default"
+    )
 
 
 def test_latest_server_info_and_start_up_line(latest, caplog):
     assert latest.eagle_aux_hidden_state_info(spec_config(source=None)) is None
     assert latest.eagle_aux_hidden_state_info(spec_config([1], TOP, False, [1])) == {
-        "layer_ids": [1], "source": TOP, "captured_layers": [1], "use_aux_hidden_state": False}
+        "layer_ids": [1],
+        "source": TOP,
+        "captured_layers": [1],
+        "use_aux_hidden_state": False,
+    }
     caplog.set_level(logging.INFO, logger="aux_latest")
     model = NS(model=NS(layers_to_capture=[2, 30, 58]))
     default = spec_config(None, "default")
@@ -362,8 +411,10 @@ def test_latest_server_info_and_start_up_line(latest, caplog):
     assert "default layers [2, 30, 58]" in records[0][1] and "--return-aux-hidden-state-layer-ids" in records[0][1]
     assert records[1][1] == f"EAGLE-3 capture layers: layer ids [1, 2] from {TOP}; the target captures layers [1, 2]"
     assert "off" in records[2][1]
-    assert (default.eagle_aux_hidden_state_captured_layers, named.eagle_aux_hidden_state_captured_layers) == \
-        ([2, 30, 58], [1, 2])
+    assert (default.eagle_aux_hidden_state_captured_layers, named.eagle_aux_hidden_state_captured_layers) == (
+        [2, 30, 58],
+        [1, 2],
+    )
 
 
 def test_latest_a_target_that_would_capture_a_layer_twice_fails_at_start_up(latest, caplog):
@@ -374,54 +425,73 @@ def test_latest_a_target_that_would_capture_a_layer_twice_fails_at_start_up(late
         latest.record_eagle_aux_hidden_state(spec_config(None, "default"), NS(model=NS(layers_to_capture=[2, 2, 1])))
     assert str(refused.value) == (
         "EAGLE-3 capture layers [2, 2, 1] (default) repeat a layer, so the target would capture 2 aux hidden "
-        "states instead of 3; set --return-aux-hidden-state-layer-ids to the layer ids the draft was trained on")
+        "states instead of 3; set --return-aux-hidden-state-layer-ids to the layer ids the draft was trained on"
+    )
     assert not caplog.records  # refused before the start-up line
     # the twins: distinct layers, aux states off, a rank that captures nothing (not the last
     # pipeline stage: set_eagle3_layers_to_capture returns early there)
     latest.record_eagle_aux_hidden_state(spec_config(None, "default"), NS(model=NS(layers_to_capture=[2, 4, 5])))
-    latest.record_eagle_aux_hidden_state(spec_config(None, "default", use=False),
-                                         NS(model=NS(layers_to_capture=[2, 2, 1])))
+    latest.record_eagle_aux_hidden_state(
+        spec_config(None, "default", use=False), NS(model=NS(layers_to_capture=[2, 2, 1]))
+    )
     not_last = spec_config([1, 2], TOP)
     latest.record_eagle_aux_hidden_state(not_last, NS(model=NS()))
     assert not_last.eagle_aux_hidden_state_captured_layers is None
 
 
 def test_latest_a_draft_whose_input_width_differs_fails_at_start_up(latest):
-    with pytest.raises(ValueError, match=r"^EAGLE-3 draft expects 3 aux hidden states \(its fc input width 21504 "
-                                         r"= 3 x 7168\) but the target would capture 2 layers \[1, 2\] from "):
+    with pytest.raises(
+        ValueError,
+        match=r"^EAGLE-3 draft expects 3 aux hidden states \(its fc input width 21504 "
+        r"= 3 x 7168\) but the target would capture 2 layers \[1, 2\] from ",
+    ):
         latest.check_draft_aux_input_width(draft((4096, 21504)), NS(target_hidden_size=7168), spec_config([1, 2]))
     with pytest.raises(ValueError, match="expects 2 aux hidden states"):
-        latest.check_draft_aux_input_width(draft((4096, 8192), nested=False), NS(hidden_size=4096),
-                                           spec_config(None, "default"))
+        latest.check_draft_aux_input_width(
+            draft((4096, 8192), nested=False), NS(hidden_size=4096), spec_config(None, "default")
+        )
     for model, cfg, config in [
-            (draft((4096, 14336)), NS(target_hidden_size=7168), spec_config([1, 2])),  # matches
-            (draft((4096, 21504)), NS(target_hidden_size=7168), None),
-            (draft((4096, 21504)), NS(target_hidden_size=7168), spec_config([1, 2], source=None)),
-            (draft((4096, 21504)), NS(target_hidden_size=7168), spec_config([1, 2], use=False)),
-            (draft(None), NS(target_hidden_size=7168), spec_config([1, 2])),
-            (draft((21504,)), NS(target_hidden_size=7168), spec_config([1, 2])),
-            (draft((4096, 21505)), NS(target_hidden_size=7168), spec_config([1, 2])),
-            (draft((4096, 21504)), NS(), spec_config([1, 2]))]:
+        (draft((4096, 14336)), NS(target_hidden_size=7168), spec_config([1, 2])),  # matches
+        (draft((4096, 21504)), NS(target_hidden_size=7168), None),
+        (draft((4096, 21504)), NS(target_hidden_size=7168), spec_config([1, 2], source=None)),
+        (draft((4096, 21504)), NS(target_hidden_size=7168), spec_config([1, 2], use=False)),
+        (draft(None), NS(target_hidden_size=7168), spec_config([1, 2])),
+        (draft((21504,)), NS(target_hidden_size=7168), spec_config([1, 2])),
+        (draft((4096, 21505)), NS(target_hidden_size=7168), spec_config([1, 2])),
+        (draft((4096, 21504)), NS(), spec_config([1, 2])),
+    ]:
         latest.check_draft_aux_input_width(model, cfg, config)
 
 
 @pytest.fixture
 def hook(patched):
     declared = []
-    mod = load_module(patched("latest") / SRT / "arg_groups/validation_hook.py", name="hook_latest",
-                      provides={"resolving_view": lambda args: args,
-                                "declare_resolution": lambda args, *a, **kw: declared.append(kw)})
+    mod = load_module(
+        patched("latest") / SRT / "arg_groups/validation_hook.py",
+        name="hook_latest",
+        provides={
+            "resolving_view": lambda args: args,
+            "declare_resolution": lambda args, *a, **kw: declared.append(kw),
+        },
+    )
     mod.declared = declared
     return mod
 
 
 def server_args(layer_ids=None, algorithm="EAGLE3", capture=False):
-    return NS(enable_return_aux_hidden_states=capture, return_aux_hidden_state_layer_ids=layer_ids,
-              speculative_algorithm=algorithm, speculative_draft_model_path=None, pp_size=1)
+    return NS(
+        enable_return_aux_hidden_states=capture,
+        return_aux_hidden_state_layer_ids=layer_ids,
+        speculative_algorithm=algorithm,
+        speculative_draft_model_path=None,
+        pp_size=1,
+    )
 
 
-@pytest.mark.parametrize("bad, why", [([], "must not be empty"), ([1, -1], "must be non-negative"),
-                                      ([2, 2], "must not repeat a layer, got \\[2, 2\\]")])
+@pytest.mark.parametrize(
+    "bad, why",
+    [([], "must not be empty"), ([1, -1], "must be non-negative"), ([2, 2], "must not repeat a layer, got \\[2, 2\\]")],
+)
 def test_latest_the_override_option_is_validated_with_an_eagle3_draft_and_in_capture_mode(hook, bad, why):
     hook._check_aux_hidden_state_layer_ids([2, 30, 58])
     with pytest.raises(ValueError, match=why):
@@ -438,8 +508,9 @@ def test_latest_the_override_option_needs_an_eagle3_draft_or_capture_mode(hook):
     hook.handle_aux_hidden_state_capture(server_args(None, algorithm=None))
     assert hook.declared == []  # a draft keeps speculative decoding on
     for algorithm in ("DFLASH", None):
-        with pytest.raises(ValueError, match="requires --enable-return-aux-hidden-states or --speculative-algorithm "
-                                             "EAGLE3"):
+        with pytest.raises(
+            ValueError, match="requires --enable-return-aux-hidden-states or --speculative-algorithm EAGLE3"
+        ):
             hook.handle_aux_hidden_state_capture(server_args([2, 30, 58], algorithm=algorithm))
     hook.handle_aux_hidden_state_capture(server_args([2, 30, 58], capture=True))
     assert hook.declared == [{"speculative_algorithm": None, "aux_hidden_state_capture": "eagle3"}]
@@ -452,16 +523,22 @@ def info_of(layers):
     return NS(tp_worker=NS(model_runner=NS(eagle3_aux_layers=layers)))
 
 
-@pytest.mark.parametrize("scheduler, reported", [
-    (info_of(NS(info=lambda: {"layer_ids": [1], "source": "s"})), {"layer_ids": [1], "source": "s"}),
-    (info_of(None), None),
-    (NS(tp_worker=NS(model_runner=NS())), None),
-    (NS(tp_worker=NS()), None),
-])
+@pytest.mark.parametrize(
+    "scheduler, reported",
+    [
+        (info_of(NS(info=lambda: {"layer_ids": [1], "source": "s"})), {"layer_ids": [1], "source": "s"}),
+        (info_of(None), None),
+        (NS(tp_worker=NS(model_runner=NS())), None),
+        (NS(tp_worker=NS()), None),
+    ],
+)
 def test_the_scheduler_reports_the_capture_layers_in_server_info(patched, scheduler, reported):
-    ns = run_block(patched("production") / SRT / "managers/scheduler.py", "eagle3_aux_layers = getattr(",
-                   {"scheduler": scheduler, "result_dict": {"max_total_num_tokens": 1},
-                    "EAGLE3_INFO_KEY": INFO_KEY}, count=2)
+    ns = run_block(
+        patched("production") / SRT / "managers/scheduler.py",
+        "eagle3_aux_layers = getattr(",
+        {"scheduler": scheduler, "result_dict": {"max_total_num_tokens": 1}, "EAGLE3_INFO_KEY": INFO_KEY},
+        count=2,
+    )
     assert ns["result_dict"].get("eagle3_aux_hidden_state") == reported
     assert ns["result_dict"]["max_total_num_tokens"] == 1
 
@@ -471,59 +548,91 @@ def spec_aux_module(patched, monkeypatch):
     """The latest line's patched spec_aux_hidden_state, importable under its real name."""
     mod = Latest(patched("latest"), monkeypatch).mod
     name = "sglang.srt.model_executor.model_runner_components.spec_aux_hidden_state"
-    for parent in ("sglang", "sglang.srt", "sglang.srt.model_executor",
-                   "sglang.srt.model_executor.model_runner_components"):
+    for parent in (
+        "sglang",
+        "sglang.srt",
+        "sglang.srt.model_executor",
+        "sglang.srt.model_executor.model_runner_components",
+    ):
         monkeypatch.setitem(sys.modules, parent, types.ModuleType(parent))
     monkeypatch.setitem(sys.modules, name, mod)
     return mod
 
 
-@pytest.mark.parametrize("runner, reported", [
-    (NS(spec_aux_config=spec_config([1, 2], TOP, captured=[1, 2])),
-     {"layer_ids": [1, 2], "source": TOP, "captured_layers": [1, 2], "use_aux_hidden_state": True}),
-    (NS(spec_aux_config=spec_config(source=None)), None),  # no EAGLE-3 draft
-    (NS(spec_aux_config=None), None),
-    (NS(), None),
-])
+@pytest.mark.parametrize(
+    "runner, reported",
+    [
+        (
+            NS(spec_aux_config=spec_config([1, 2], TOP, captured=[1, 2])),
+            {"layer_ids": [1, 2], "source": TOP, "captured_layers": [1, 2], "use_aux_hidden_state": True},
+        ),
+        (NS(spec_aux_config=spec_config(source=None)), None),  # no EAGLE-3 draft
+        (NS(spec_aux_config=None), None),
+        (NS(), None),
+    ],
+)
 def test_latest_the_scheduler_reports_the_capture_layers_in_server_info(patched, spec_aux_module, runner, reported):
-    ns = run_block(patched("latest") / SRT / "managers/scheduler.py", "spec_aux_config = getattr(",
-                   {"self": NS(tp_worker=NS(model_runner=runner)), "result_dict": {}}, count=2)
+    ns = run_block(
+        patched("latest") / SRT / "managers/scheduler.py",
+        "spec_aux_config = getattr(",
+        {"self": NS(tp_worker=NS(model_runner=runner)), "result_dict": {}},
+        count=2,
+    )
     assert ns["result_dict"].get("eagle3_aux_hidden_state") == reported
 
 
 def test_latest_the_runner_logs_the_capture_layers_of_its_own_model(patched):
     logged = []
-    run_block(patched("latest") / SRT / "model_executor/model_runner.py", "record_eagle_aux_hidden_state(",
-              {"self": NS(spec_aux_config="config", model="model"),
-               "record_eagle_aux_hidden_state": lambda *args: logged.append(args)})
+    run_block(
+        patched("latest") / SRT / "model_executor/model_runner.py",
+        "record_eagle_aux_hidden_state(",
+        {
+            "self": NS(spec_aux_config="config", model="model"),
+            "record_eagle_aux_hidden_state": lambda *args: logged.append(args),
+        },
+    )
     assert logged == [("config", "model")]
 
 
-@pytest.mark.parametrize("eagle3, target_runner, checked", [
-    (True, NS(spec_aux_config="target config"), [("draft model", "draft hf config", "target config")]),
-    (True, NS(), [("draft model", "draft hf config", None)]),
-    (False, NS(spec_aux_config="target config"), []),
-])
+@pytest.mark.parametrize(
+    "eagle3, target_runner, checked",
+    [
+        (True, NS(spec_aux_config="target config"), [("draft model", "draft hf config", "target config")]),
+        (True, NS(), [("draft model", "draft hf config", None)]),
+        (False, NS(spec_aux_config="target config"), []),
+    ],
+)
 def test_latest_the_draft_worker_checks_its_input_width_against_the_target(patched, eagle3, target_runner, checked):
     calls = []
-    me = NS(speculative_algorithm=NS(is_eagle3=lambda: eagle3),
-            draft_runner=NS(model="draft model", model_config=NS(hf_config="draft hf config")))
-    run_block(patched("latest") / SRT / "speculative/eagle_worker_v2.py", "if self.speculative_algorithm.is_eagle3():",
-              {"self": me, "target_worker": NS(model_runner=target_runner),
-               "check_draft_aux_input_width": lambda *args: calls.append(args)},
-              contains="check_draft_aux_input_width")
+    me = NS(
+        speculative_algorithm=NS(is_eagle3=lambda: eagle3),
+        draft_runner=NS(model="draft model", model_config=NS(hf_config="draft hf config")),
+    )
+    run_block(
+        patched("latest") / SRT / "speculative/eagle_worker_v2.py",
+        "if self.speculative_algorithm.is_eagle3():",
+        {
+            "self": me,
+            "target_worker": NS(model_runner=target_runner),
+            "check_draft_aux_input_width": lambda *args: calls.append(args),
+        },
+        contains="check_draft_aux_input_width",
+    )
     assert calls == checked
 
 
 REPORT = {"layer_ids": [0, 1, 2], "source": TOP, "captured_layers": [1, 2, 3], "use_aux_hidden_state": True}
 
 
-@pytest.mark.parametrize("infos, expected", [
-    ([{INFO_KEY: REPORT, "max_total_num_tokens": 1}, {INFO_KEY: "rank 1"}], {INFO_KEY: REPORT}),
-    ([{"max_total_num_tokens": 1}], {}),  # no EAGLE-3 draft: nothing to pass on
-    ([{INFO_KEY: None}], {}),
-    ([], {}),
-])
+@pytest.mark.parametrize(
+    "infos, expected",
+    [
+        ([{INFO_KEY: REPORT, "max_total_num_tokens": 1}, {INFO_KEY: "rank 1"}], {INFO_KEY: REPORT}),
+        ([{"max_total_num_tokens": 1}], {}),  # no EAGLE-3 draft: nothing to pass on
+        ([{INFO_KEY: None}], {}),
+        ([], {}),
+    ],
+)
 def test_the_dp_controller_passes_rank_0s_capture_layers_on(patched, monkeypatch, infos, expected):
     assert Production(patched("production"), monkeypatch).mod.dp_controller_info(infos) == expected
     assert Latest(patched("latest"), monkeypatch).mod.eagle_aux_dp_controller_info(infos) == expected
@@ -535,31 +644,42 @@ def test_with_dp_the_controller_hands_the_capture_layers_to_server_info(patched,
     path = patched("production") / SRT / "managers/data_parallel_controller.py"
     prod = Production(patched("production"), monkeypatch).mod
     controller = NS()
-    run_block(path, "self.eagle3_ready_info =", {"self": controller, "scheduler_info": infos,
-                                                 "dp_controller_info": prod.dp_controller_info})
+    run_block(
+        path,
+        "self.eagle3_ready_info =",
+        {"self": controller, "scheduler_info": infos, "dp_controller_info": prod.dp_controller_info},
+    )
     controller.max_total_num_tokens, controller.max_req_input_len = 1, 2
     sent = []
     run_block(path, "pipe_writer.send(", {"pipe_writer": NS(send=sent.append), "controller": controller})
     assert sent[0].get(INFO_KEY) == reported and sent[0]["status"] == "ready"
     sent.clear()  # the twin: a controller that launched no tensor-parallel group reports nothing
-    run_block(path, "pipe_writer.send(", {"pipe_writer": NS(send=sent.append),
-                                          "controller": NS(max_total_num_tokens=1, max_req_input_len=2)})
+    run_block(
+        path,
+        "pipe_writer.send(",
+        {"pipe_writer": NS(send=sent.append), "controller": NS(max_total_num_tokens=1, max_req_input_len=2)},
+    )
     assert INFO_KEY not in sent[0]
 
 
 @pytest.mark.parametrize("infos, reported", [([{INFO_KEY: REPORT}, {INFO_KEY: REPORT}], REPORT), ([{}], None)])
-def test_latest_with_dp_the_controller_hands_the_capture_layers_to_server_info(patched, spec_aux_module, infos,
-                                                                               reported):
+def test_latest_with_dp_the_controller_hands_the_capture_layers_to_server_info(
+    patched, spec_aux_module, infos, reported
+):
     import threading
-    cls = load_class(patched("latest") / SRT / "managers/data_parallel_controller.py", "DataParallelController",
-                     ["get_init_info"], {"merge_l3_layouts": lambda layouts: None})
+
+    cls = load_class(
+        patched("latest") / SRT / "managers/data_parallel_controller.py",
+        "DataParallelController",
+        ["get_init_info"],
+        {"merge_l3_layouts": lambda layouts: None},
+    )
     controller = cls()
     controller._scheduler_init_info_lock = threading.Lock()
     controller._scheduler_init_infos = infos
     controller.max_total_num_tokens, controller.max_req_input_len, controller.startup_time = 1, 2, 3
     info = controller.get_init_info()
     assert info.get(INFO_KEY) == reported and info["max_req_input_len"] == 2
-
 
 
 @pytest.mark.parametrize("eagle3, draft_worker", [(True, False), (False, False), (True, True)])
@@ -570,62 +690,116 @@ def test_the_target_runner_resolves_the_capture_layers_from_the_draft_config(pat
     def resolve(hf_config, target_num_layers=None):
         calls.append((hf_config, target_num_layers))
         return resolved
-    me = NS(spec_algorithm=NS(is_eagle3=lambda: eagle3), is_draft_worker=draft_worker,
-            eagle3_aux_layers="unset", eagle_use_aux_hidden_state="unset", eagle_aux_hidden_state_layer_ids="unset")
-    run_block(patched("production") / SRT / "model_executor/model_runner.py", "self.eagle3_aux_layers = None",
-              {"self": me, "server_args": NS(speculative_draft_model_path="/draft", speculative_draft_model_revision="r"),
-               "model_config": NS(hf_text_config=NS(num_hidden_layers=61)), "resolve_eagle3_aux_layers": resolve,
-               "ModelConfig": NS(from_server_args=lambda args, **kw: NS(hf_config=("draft config", kw["model_path"])))},
-              count=2)
+
+    me = NS(
+        spec_algorithm=NS(is_eagle3=lambda: eagle3),
+        is_draft_worker=draft_worker,
+        eagle3_aux_layers="unset",
+        eagle_use_aux_hidden_state="unset",
+        eagle_aux_hidden_state_layer_ids="unset",
+    )
+    run_block(
+        patched("production") / SRT / "model_executor/model_runner.py",
+        "self.eagle3_aux_layers = None",
+        {
+            "self": me,
+            "server_args": NS(speculative_draft_model_path="/draft", speculative_draft_model_revision="r"),
+            "model_config": NS(hf_text_config=NS(num_hidden_layers=61)),
+            "resolve_eagle3_aux_layers": resolve,
+            "ModelConfig": NS(from_server_args=lambda args, **kw: NS(hf_config=("draft config", kw["model_path"]))),
+        },
+        count=2,
+    )
     if eagle3 and not draft_worker:
         assert calls == [(("draft config", "/draft"), 61)]
-        assert (me.eagle3_aux_layers, me.eagle_use_aux_hidden_state, me.eagle_aux_hidden_state_layer_ids) == \
-            (resolved, True, [1, 29, 57])
+        assert (me.eagle3_aux_layers, me.eagle_use_aux_hidden_state, me.eagle_aux_hidden_state_layer_ids) == (
+            resolved,
+            True,
+            [1, 29, 57],
+        )
     else:
         assert calls == [] and me.eagle3_aux_layers is None
 
 
 def resolve_latest(latest, cfg, override=None, layers=61):
     """The latest runner's EAGLE-3 branch of _resolve_eagle_aux_hidden_state, run as patched."""
-    config = NS(eagle_use_aux_hidden_state=False, eagle_aux_hidden_state_layer_ids="unset",
-                eagle_aux_hidden_state_layer_source="unset")
-    run_block(Path(latest.__file__), "if spec_algorithm.is_eagle3():", {
-        **vars(latest), "spec_algorithm": NS(is_eagle3=lambda: True), "draft_model_config": NS(hf_config=cfg),
-        "config": config, "model_config": NS(hf_text_config=NS(num_hidden_layers=layers)),
-        "get_exec": lambda: NS(features=NS(return_aux_hidden_state_layer_ids=override))},
-        contains="resolve_eagle_aux_layer_ids")
-    return config.eagle_aux_hidden_state_layer_ids, config.eagle_aux_hidden_state_layer_source, \
-        config.eagle_use_aux_hidden_state
+    config = NS(
+        eagle_use_aux_hidden_state=False,
+        eagle_aux_hidden_state_layer_ids="unset",
+        eagle_aux_hidden_state_layer_source="unset",
+    )
+    run_block(
+        Path(latest.__file__),
+        "if spec_algorithm.is_eagle3():",
+        {
+            **vars(latest),
+            "spec_algorithm": NS(is_eagle3=lambda: True),
+            "draft_model_config": NS(hf_config=cfg),
+            "config": config,
+            "model_config": NS(hf_text_config=NS(num_hidden_layers=layers)),
+            "get_exec": lambda: NS(features=NS(return_aux_hidden_state_layer_ids=override)),
+        },
+        contains="resolve_eagle_aux_layer_ids",
+    )
+    return (
+        config.eagle_aux_hidden_state_layer_ids,
+        config.eagle_aux_hidden_state_layer_source,
+        config.eagle_use_aux_hidden_state,
+    )
 
 
 def test_latest_the_runner_resolves_checks_and_records_the_capture_layers(latest):
     ids = NS(eagle_config={"eagle_aux_hidden_state_layer_ids": [1, 2, 3]}, num_aux_hidden_states=3)
     assert resolve_latest(latest, ids) == ([1, 2, 3], EAGLE, True)
-    assert resolve_latest(latest, NS(eagle_aux_hidden_state_layer_ids=[1]), override=[5, 6]) == \
-        ([5, 6], "--return-aux-hidden-state-layer-ids", True)
+    assert resolve_latest(latest, NS(eagle_aux_hidden_state_layer_ids=[1]), override=[5, 6]) == (
+        [5, 6],
+        "--return-aux-hidden-state-layer-ids",
+        True,
+    )
     assert resolve_latest(latest, NS()) == (None, "default", True)
     two = NS(eagle_aux_hidden_state_layer_ids=[4, 8], num_aux_hidden_states=2)
     assert resolve_latest(latest, two) == ([4, 8], TOP, True)  # the count is that of the ids, not the default 3
-    off = NS(eagle_config={"use_aux_hidden_state": False, "eagle_aux_hidden_state_layer_ids": [1, 2, 3]},
-             num_aux_hidden_states=2)
+    off = NS(
+        eagle_config={"use_aux_hidden_state": False, "eagle_aux_hidden_state_layer_ids": [1, 2, 3]},
+        num_aux_hidden_states=2,
+    )
     assert resolve_latest(latest, off) == ([1, 2, 3], EAGLE, False)  # no aux states: no count to match
 
 
-@pytest.mark.parametrize("cfg, override, layers, message", [
-    (NS(eagle_config={"eagle_aux_hidden_state_layer_ids": [1, 2, 3]}, num_aux_hidden_states=2), None, 61,
-     f"EAGLE-3 draft expects 2 aux hidden states (declared num_aux_hidden_states) but the target would capture 3 "
-     f"layers [1, 2, 3] from {EAGLE}; set --return-aux-hidden-state-layer-ids to the 2 layer ids"),
-    (NS(num_aux_hidden_states="2", num_hidden_layers=3), None, 61,
-     "expects 2 aux hidden states (declared num_aux_hidden_states) but the target would capture 3 layers (the "
-     "target's defaults) from default"),
-    (NS(eagle_aux_hidden_state_layer_ids=[4, 8], num_aux_hidden_states=3), None, 61,
-     f"expects 3 aux hidden states (declared num_aux_hidden_states) but the target would capture 2 layers [4, 8] "
-     f"from {TOP}"),
-    (NS(eagle_aux_hidden_state_layer_ids=[2, 70]), None, 61, f"ids [70] from {TOP} are out of range for a target "
-                                                             "with 61 layers"),
-    (NS(), [2, 70], 61, "ids [70] from --return-aux-hidden-state-layer-ids are out of range"),
-    (NS(), [], 61, "from --return-aux-hidden-state-layer-ids must be a non-empty list"),
-])
+@pytest.mark.parametrize(
+    "cfg, override, layers, message",
+    [
+        (
+            NS(eagle_config={"eagle_aux_hidden_state_layer_ids": [1, 2, 3]}, num_aux_hidden_states=2),
+            None,
+            61,
+            f"EAGLE-3 draft expects 2 aux hidden states (declared num_aux_hidden_states) but the target would capture 3 "
+            f"layers [1, 2, 3] from {EAGLE}; set --return-aux-hidden-state-layer-ids to the 2 layer ids",
+        ),
+        (
+            NS(num_aux_hidden_states="2", num_hidden_layers=3),
+            None,
+            61,
+            "expects 2 aux hidden states (declared num_aux_hidden_states) but the target would capture 3 layers (the "
+            "target's defaults) from default",
+        ),
+        (
+            NS(eagle_aux_hidden_state_layer_ids=[4, 8], num_aux_hidden_states=3),
+            None,
+            61,
+            f"expects 3 aux hidden states (declared num_aux_hidden_states) but the target would capture 2 layers [4, 8] "
+            f"from {TOP}",
+        ),
+        (
+            NS(eagle_aux_hidden_state_layer_ids=[2, 70]),
+            None,
+            61,
+            f"ids [70] from {TOP} are out of range for a target with 61 layers",
+        ),
+        (NS(), [2, 70], 61, "ids [70] from --return-aux-hidden-state-layer-ids are out of range"),
+        (NS(), [], 61, "from --return-aux-hidden-state-layer-ids must be a non-empty list"),
+    ],
+)
 def test_latest_the_runner_refuses_layers_the_draft_or_the_target_cannot_take(latest, cfg, override, layers, message):
     with pytest.raises(ValueError) as refused:
         resolve_latest(latest, cfg, override, layers)

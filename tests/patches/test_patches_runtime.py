@@ -27,7 +27,8 @@ VARIANTS = ("patched", "pristine")
 # --------------------------------------------------------------------------------------------
 # Script building blocks (Python source run inside the runtime)
 
-_PRELUDE = '''
+_PRELUDE = (
+    '''
 import inspect, json, logging, os, socket, sys, tempfile, types
 
 RESULT_MARKER = %r
@@ -115,7 +116,9 @@ def make_runner(target, eagle3_draft=None, **server_args):
 
 def error_text(exc):
     return f"{type(exc).__name__}: {exc}"
-''' % RESULT_MARKER
+'''
+    % RESULT_MARKER
+)
 
 # Pretend to be on a CUDA machine of a given compute capability: only the hardware queries
 # change; SGLang's gates and FlashInfer's own architecture selection run as shipped.
@@ -193,7 +196,9 @@ WARNINGS = Warnings()
 logging.getLogger().addHandler(WARNINGS)
 '''
 
-IFACE_SCRIPT = _PRELUDE + '''
+IFACE_SCRIPT = (
+    _PRELUDE
+    + """
 import torch
 from sglang.srt.eplb.expert_location import ModelConfigForExpertLocation
 from sglang.srt.model_executor.model_runner import resolve_language_model
@@ -336,9 +341,12 @@ def _():
 
 
 emit(results)
-'''
+"""
+)
 
-WIRING_SCRIPT = _PRELUDE + '''
+WIRING_SCRIPT = (
+    _PRELUDE
+    + """
 TARGET = %r  # "deepseek": DeepseekV3 (has the EAGLE-3 interface in 0.5.9) or "kimi"
 
 from sglang.srt.model_executor import model_runner as model_runner_module
@@ -407,9 +415,13 @@ finally:
 
 observed["final"] = capture_state(runner)
 emit({"observed": observed, "configured": CONFIGURED, "defaults": DEFAULTS})
-'''
+"""
+)
 
-GATE_SCRIPT = _PRELUDE + _SIMULATE_GPU + '''
+GATE_SCRIPT = (
+    _PRELUDE
+    + _SIMULATE_GPU
+    + """
 import importlib
 
 import sglang.srt.layers.communicator as communicator
@@ -451,14 +463,17 @@ for major, kind, requested in [(12, "installed", True), (12, "sm12x", True),
     }
 
 emit(out)
-'''
+"""
+)
 
 # SGLang 0.5.21+ (the latest line): the gate is flashinfer_ar_fusion_applies() in
 # layers/layer_boundary/residual/add_norm.py and the backend comes from _resolve_backend() in
 # layers/flashinfer_comm_fusion.py. The GPU is simulated through SGLang's own platform override
 # (runtime_context.override_platform) plus is_cuda(); the launch's resolved exec context, which
 # only a launch publishes, is given to the gate as a launch with the trtllm backend would.
-GATE_SCRIPT_LAYER_BOUNDARY = _PRELUDE + '''
+GATE_SCRIPT_LAYER_BOUNDARY = (
+    _PRELUDE
+    + """
 import importlib
 
 import sglang.srt.utils as sgl_utils
@@ -492,9 +507,12 @@ for gpu, facts in GPUS.items():
         add_norm.is_flashinfer_allreduce_unavailable = lambda: False
         out["applies"][gpu] = [add_norm.flashinfer_ar_fusion_applies(bs) for bs in (1, 128, 2048, 4096)]
 emit(out)
-'''
+"""
+)
 
-SYMM_MEM_SCRIPT = _PRELUDE + '''
+SYMM_MEM_SCRIPT = (
+    _PRELUDE
+    + """
 import torch
 import torch.distributed as dist
 from sglang.srt.distributed.device_communicators import torch_symm_mem
@@ -534,7 +552,8 @@ for major in (9, 10, 12):
     except Exception as exc:
         out[f"sm{major}0"] = {"error": error_text(exc), "warnings": list(records)}
 emit(out)
-'''
+"""
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -546,10 +565,11 @@ def _run(runtime, script: str, variant: str) -> dict:
     result = None
     for line in proc.stdout.splitlines():
         if line.startswith(RESULT_MARKER):
-            result = json.loads(line[len(RESULT_MARKER):])
+            result = json.loads(line[len(RESULT_MARKER) :])
     assert proc.returncode == 0 and result is not None, (
         f"{variant} script failed (exit {proc.returncode})\n--- stdout ---\n{proc.stdout[-6000:]}"
-        f"\n--- stderr ---\n{proc.stderr[-12000:]}")
+        f"\n--- stderr ---\n{proc.stderr[-12000:]}"
+    )
     return result
 
 
@@ -560,8 +580,7 @@ def interface(runtime):
 
 @pytest.fixture(scope="module")
 def wiring(runtime):
-    return {(target, v): _run(runtime, WIRING_SCRIPT % target, v)
-            for target in ("deepseek", "kimi") for v in VARIANTS}
+    return {(target, v): _run(runtime, WIRING_SCRIPT % target, v) for target in ("deepseek", "kimi") for v in VARIANTS}
 
 
 @pytest.fixture(scope="module")
@@ -602,8 +621,7 @@ INTERFACE_CHECKS = [
 def test_kimi_k25_target_interface(interface, check):
     patched, pristine = interface["patched"], interface["pristine"]
     for result in (patched, pristine):
-        assert (result["class"], result["inner_class"]) == (
-            "KimiK25ForConditionalGeneration", "DeepseekV3ForCausalLM")
+        assert (result["class"], result["inner_class"]) == ("KimiK25ForConditionalGeneration", "DeepseekV3ForCausalLM")
     assert patched[check]["ok"], f"patched: {check}: {patched[check]['detail']}"
     # negative control: upstream 0.5.9 lacks it
     assert not pristine[check]["ok"], f"pristine 0.5.9 unexpectedly passes {check}"
@@ -615,8 +633,9 @@ def test_kimi_k25_capture_layers_match_deepseek_v3(interface):
     assert patched["set_eagle3_layers_to_capture(None)"]["detail"] == [[2, 4, 5], True]
     assert patched["set_eagle3_layers_to_capture(ids)"]["detail"] == [[1, 4, 7], True]
     pristine = interface["pristine"]["set_eagle3_layers_to_capture(ids)"]["detail"]
-    assert pristine == ("AttributeError: 'KimiK25ForConditionalGeneration' object has no "
-                        "attribute 'set_eagle3_layers_to_capture'")
+    assert pristine == (
+        "AttributeError: 'KimiK25ForConditionalGeneration' object has no attribute 'set_eagle3_layers_to_capture'"
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -629,8 +648,14 @@ def test_eagle3_capture_layers_fixed_before_graph_capture(wiring, target):
     result = wiring[(target, "patched")]
     assert "init_error" not in result, result.get("init_error")
     configured = {"layers": result["configured"], "enabled": True}
-    for moment in ("init_device_graphs", "after_initialize", "cuda_graph_capture",
-                   "after_cuda_graph_runner", "dummy_run", "final"):
+    for moment in (
+        "init_device_graphs",
+        "after_initialize",
+        "cuda_graph_capture",
+        "after_cuda_graph_runner",
+        "dummy_run",
+        "final",
+    ):
         assert result["observed"][moment] == configured, (moment, result["observed"])
 
 
@@ -649,8 +674,8 @@ def test_eagle3_capture_wiring_negative_control(wiring):
 def test_kimi_k25_eagle3_target_starts(wiring):
     assert wiring[("kimi", "patched")]["observed"]["final"]["layers"] == [1, 4, 7]
     assert wiring[("kimi", "pristine")]["init_error"] == (
-        "AttributeError: 'KimiK25ForConditionalGeneration' object has no attribute "
-        "'set_eagle3_layers_to_capture'")
+        "AttributeError: 'KimiK25ForConditionalGeneration' object has no attribute 'set_eagle3_layers_to_capture'"
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -665,18 +690,21 @@ LAYER_BOUNDARY_LAYOUT = ">=0.5.21"
 
 @pytest.mark.patch("0003")
 @pytest.mark.sglang(COMMUNICATOR_LAYOUT)
-@pytest.mark.parametrize("gpu, flashinfer, expected", [
-    ("sm80", "installed", UNFUSED),
-    ("sm80", "sm12x", UNFUSED),
-    ("sm90", "installed", FUSED),
-    ("sm90", "sm12x", FUSED),
-    ("sm100", "installed", FUSED),
-    ("sm100", "sm12x", FUSED),
-    ("sm120", "installed", UNFUSED),  # flashinfer 0.6.3 builds trtllm_comm for [9, 10] only
-    ("sm120", "sm12x", FUSED),
-    ("sm120", "opaque-0.6.17", FUSED),  # fallback: the release that added SM12x
-    ("sm120", "opaque-0.6.16", UNFUSED),
-])
+@pytest.mark.parametrize(
+    "gpu, flashinfer, expected",
+    [
+        ("sm80", "installed", UNFUSED),
+        ("sm80", "sm12x", UNFUSED),
+        ("sm90", "installed", FUSED),
+        ("sm90", "sm12x", FUSED),
+        ("sm100", "installed", FUSED),
+        ("sm100", "sm12x", FUSED),
+        ("sm120", "installed", UNFUSED),  # flashinfer 0.6.3 builds trtllm_comm for [9, 10] only
+        ("sm120", "sm12x", FUSED),
+        ("sm120", "opaque-0.6.17", FUSED),  # fallback: the release that added SM12x
+        ("sm120", "opaque-0.6.16", UNFUSED),
+    ],
+)
 def test_allreduce_fusion_gate(gates, gpu, flashinfer, expected):
     gate = gates["patched"]["gate"]
     requested = gate[f"{gpu}/{flashinfer}/requested=True"]
@@ -728,8 +756,7 @@ def test_allreduce_fusion_server_args(gates):
 
 @pytest.mark.patch("0003")
 @pytest.mark.sglang(LAYER_BOUNDARY_LAYOUT)
-@pytest.mark.parametrize("gpu, expected", [
-    ("sm80", UNFUSED), ("sm90", FUSED), ("sm100", FUSED), ("sm120", FUSED)])
+@pytest.mark.parametrize("gpu, expected", [("sm80", UNFUSED), ("sm90", FUSED), ("sm100", FUSED), ("sm120", FUSED)])
 def test_allreduce_fusion_gate_layer_boundary(layer_boundary_gates, gpu, expected):
     assert layer_boundary_gates["patched"]["applies"][gpu] == expected
     if gpu != "sm120":  # unchanged elsewhere
@@ -743,8 +770,12 @@ def test_allreduce_fusion_backend_on_sm12x_is_trtllm_single_node(layer_boundary_
     assert resolve["sm120/auto/multi_node=False"] == "trtllm"
     assert resolve["sm120/trtllm/multi_node=False"] == "trtllm"
     # no MNNVL fabric on PCIe RTX PRO 6000, cutedsl is SM100-only, trtllm is single-node
-    for key in ("sm120/mnnvl/multi_node=False", "sm120/cutedsl/multi_node=False",
-                "sm120/auto/multi_node=True", "sm120/trtllm/multi_node=True"):
+    for key in (
+        "sm120/mnnvl/multi_node=False",
+        "sm120/cutedsl/multi_node=False",
+        "sm120/auto/multi_node=True",
+        "sm120/trtllm/multi_node=True",
+    ):
         assert resolve[key].startswith("ValueError: "), (key, resolve[key])
     # SM90/SM100/others: exactly upstream's choices (the refusal's message now names SM12x)
     pristine = layer_boundary_gates["pristine"]["resolve"]
@@ -752,10 +783,12 @@ def test_allreduce_fusion_backend_on_sm12x_is_trtllm_single_node(layer_boundary_
     def outcome(result: str) -> str:
         return result.split(":", 1)[0]
 
-    assert {k: outcome(v) for k, v in resolve.items() if not k.startswith("sm120/")} == \
-        {k: outcome(v) for k, v in pristine.items() if not k.startswith("sm120/")}
+    assert {k: outcome(v) for k, v in resolve.items() if not k.startswith("sm120/")} == {
+        k: outcome(v) for k, v in pristine.items() if not k.startswith("sm120/")
+    }
     assert resolve["sm80/auto/multi_node=False"] == (
-        "ValueError: FlashInfer allreduce fusion requires SM90, SM10X or SM12x NVIDIA GPUs.")
+        "ValueError: FlashInfer allreduce fusion requires SM90, SM10X or SM12x NVIDIA GPUs."
+    )
     assert resolve["sm100/auto/multi_node=False"] == "mnnvl" and resolve["sm90/auto/multi_node=False"] == "trtllm"
 
 
@@ -765,7 +798,8 @@ def test_allreduce_fusion_layer_boundary_negative_control(layer_boundary_gates):
     pristine = layer_boundary_gates["pristine"]
     assert pristine["applies"]["sm120"] == UNFUSED
     assert pristine["resolve"]["sm120/auto/multi_node=False"] == (
-        "ValueError: FlashInfer allreduce fusion requires SM90 or SM10X NVIDIA GPUs.")
+        "ValueError: FlashInfer allreduce fusion requires SM90 or SM10X NVIDIA GPUs."
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -777,8 +811,8 @@ def test_torch_symm_mem_sm12_disables(symm_mem):
     patched = symm_mem["patched"]
     assert patched["sm120"]["disabled"] is True
     assert patched["sm120"]["warnings"] == [
-        "TorchSymmMemCommunicator: Device capability 12 not supported, communicator is not "
-        "available."]
+        "TorchSymmMemCommunicator: Device capability 12 not supported, communicator is not available."
+    ]
     # supported capabilities still enable it
     assert patched["sm90"] == {"disabled": False, "warnings": []}
     assert patched["sm100"] == {"disabled": False, "warnings": []}
@@ -801,12 +835,15 @@ emit({"major": torch.cuda.get_device_capability()[0], "flashinfer": flashinfer._
 @pytest.mark.patch("0003")
 @pytest.mark.sglang(COMMUNICATOR_LAYOUT)
 @pytest.mark.gpu
-@pytest.mark.skipif(not sglang_runtime.gpu_available(),
-                    reason="needs an NVIDIA SM12x GPU: on a CPU the probe only sees simulated "
-                           "capabilities (tested above); CUDA graph replay is in the smoke GPU twins "
-                           "and fused-allreduce speed in benchmarks/gpu_eagle3.py")
+@pytest.mark.skipif(
+    not sglang_runtime.gpu_available(),
+    reason="needs an NVIDIA SM12x GPU: on a CPU the probe only sees simulated "
+    "capabilities (tested above); CUDA graph replay is in the smoke GPU twins "
+    "and fused-allreduce speed in benchmarks/gpu_eagle3.py",
+)
 def test_fusion_probe_on_real_sm12x_hardware(runtime):
     from packaging.version import Version
+
     result = runtime.run(sglang_runtime.emit_snippet() + GPU_PROBE, variant="patched", harness=False)
     assert result.returncode == 0, result.describe()
     data = result.result()

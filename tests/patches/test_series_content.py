@@ -34,9 +34,11 @@ CHECK_NAMES = {
     "eagle3-aux-layer-resolution",
 }
 IDENTITY = {
-    "GIT_AUTHOR_NAME": "Series Test", "GIT_AUTHOR_EMAIL": "series-test@example.invalid",
+    "GIT_AUTHOR_NAME": "Series Test",
+    "GIT_AUTHOR_EMAIL": "series-test@example.invalid",
     "GIT_AUTHOR_DATE": "2026-01-01T00:00:00+00:00",
-    "GIT_COMMITTER_NAME": "Series Test", "GIT_COMMITTER_EMAIL": "series-test@example.invalid",
+    "GIT_COMMITTER_NAME": "Series Test",
+    "GIT_COMMITTER_EMAIL": "series-test@example.invalid",
     "GIT_COMMITTER_DATE": "2026-01-01T00:00:00+00:00",
 }
 
@@ -183,10 +185,10 @@ def test_patch_explains_itself(applied_trees, tmp_path, line, name):
     assert conditions, f"{name}: no Drop-When"
     for condition in conditions:
         if condition.startswith("check:"):
-            assert condition[len("check:"):] in CHECK_NAMES, condition
+            assert condition[len("check:") :] in CHECK_NAMES, condition
         else:
             assert condition.startswith("upstream>="), condition
-            assert Version(condition[len("upstream>="):]) > Version(read_pin(line_root(line)).version)
+            assert Version(condition[len("upstream>=") :]) > Version(read_pin(line_root(line)).version)
     assert [str(c) for c in entry.drop_when] == conditions
     # the trailers close the message
     assert list(trailers) == ["Upstream-Status", "Drop-When"]

@@ -87,8 +87,10 @@ def crash_matrix(template: Path, env, args: list[str], resolve=None) -> tuple[in
             consistent(root, env)
             after = snapshot(root)
             allowed = [complete] if action == "continue" and _started(names, k) else [complete, before]
-            assert after in allowed, (f"killed at boundary {k} ({names[k - 1]}), then --{action}: "
-                                      "neither the complete result nor the state before")
+            assert after in allowed, (
+                f"killed at boundary {k} ({names[k - 1]}), then --{action}: "
+                "neither the complete result nor the state before"
+            )
             if action == "abort" and not _committed(names, k):
                 assert after == before, f"killed at {k} ({names[k - 1]}), --abort did not restore"
             shutil.rmtree(root)
@@ -102,7 +104,7 @@ def _started(names: list[str], k: int) -> bool:
         return True  # a `--continue` run: the rebase was resumable all along
     if "rebase:on-new-base" not in names[:k]:
         return False
-    return "rebase:state" in names[names.index("rebase:on-new-base"):k]
+    return "rebase:state" in names[names.index("rebase:on-new-base") : k]
 
 
 def _committed(names: list[str], k: int) -> bool:
@@ -129,7 +131,8 @@ def test_a_killed_refresh_rolls_back_or_forward_and_never_half(env):
     template = make_repo(env, ["clean", "moved"])
     assert run_cli(template, "prepare", env=env["env"]).returncode == 0
     (template / "build" / "src" / RUNNER).write_text(
-        (template / "build" / "src" / RUNNER).read_text() + "an edit to fold in\n")
+        (template / "build" / "src" / RUNNER).read_text() + "an edit to fold in\n"
+    )
     git.Repo(template).git.status()
     before = snapshot(template)
     names, result = boundaries(copy(template, "reference"), env, "refresh")
@@ -142,8 +145,9 @@ def test_a_killed_refresh_rolls_back_or_forward_and_never_half(env):
         edit_in_tree = "an edit to fold in" in (root / "build" / "src" / RUNNER).read_text()
         assert edit_in_tree, f"killed at {k} ({names[k - 1]}): the edit is gone from the work tree"
         if "+an edit to fold in" not in text:
-            assert snapshot(root) == before and git.Repo(root / "build" / "src").is_dirty(), \
+            assert snapshot(root) == before and git.Repo(root / "build" / "src").is_dirty(), (
                 f"killed at {k} ({names[k - 1]}): neither refreshed nor as before"
+            )
         shutil.rmtree(root)
 
 

@@ -32,8 +32,11 @@ def plain_diff(env, edits: dict[str, str], *options: str) -> str:
 def test_a_plain_git_diff_becomes_a_patch_whose_unknown_trailers_the_build_names(env, tmp_path):
     root = make_repo(env, ["clean"])
     diff = tmp_path / "fix-kimi-forward.diff"
-    diff.write_text(plain_diff(env, {KIMI: V1[KIMI].replace("return 1", "return 3"),
-                                     RUNNER: V1[RUNNER].replace("line 5\n", "line five\n")}))
+    diff.write_text(
+        plain_diff(
+            env, {KIMI: V1[KIMI].replace("return 1", "return 3"), RUNNER: V1[RUNNER].replace("line 5\n", "line five\n")}
+        )
+    )
     result = ok(run_cli(root, "import", str(diff), "--author", "A. Downstream <ad@example.org>", env=env["env"]))
     assert "imported patches/0002-fix-kimi-forward.patch" in result.stdout
     assert read_series_names(root) == ["0001-clean.patch", "0002-fix-kimi-forward.patch"]
@@ -50,8 +53,9 @@ def test_a_plain_git_diff_becomes_a_patch_whose_unknown_trailers_the_build_names
     # the build names the unset trailers (one line, non-zero); the twin: set them and it passes that gate
     build = run_cli(root, "build", env=env["env"])
     assert build.returncode != 0 and "unset (imported)" in build.stderr + build.stdout
-    text = patch.path.read_text().replace("Upstream-Status: Unset [imported: say whether it is upstream]",
-                                          "Upstream-Status: Pending")
+    text = patch.path.read_text().replace(
+        "Upstream-Status: Unset [imported: say whether it is upstream]", "Upstream-Status: Pending"
+    )
     text = text.replace("Drop-When: unset", "Drop-When: upstream>=9")
     patch.path.write_text(text)
     assert trailer_problems(parse_patch(patch.path)) == []
@@ -59,8 +63,9 @@ def test_a_plain_git_diff_becomes_a_patch_whose_unknown_trailers_the_build_names
 
 def test_a_diff_u_at_p1_gets_git_headers_and_applies(env, tmp_path):
     root = make_repo(env, [])
-    diff = plain_diff(env, {OTHER: "VALUE = 7\n"}, "--no-prefix", "--src-prefix=sglang-old/",
-                      "--dst-prefix=sglang-new/")
+    diff = plain_diff(
+        env, {OTHER: "VALUE = 7\n"}, "--no-prefix", "--src-prefix=sglang-old/", "--dst-prefix=sglang-new/"
+    )
     diff = "\n".join(l for l in diff.splitlines() if not l.startswith(("diff --git", "index "))) + "\n"
     assert "diff --git" not in diff and "--- sglang-old/" in diff  # the premise: a diff -u
     (tmp_path / "value.patch").write_text(diff)
@@ -69,7 +74,6 @@ def test_a_diff_u_at_p1_gets_git_headers_and_applies(env, tmp_path):
     assert patch.name == "0001-Set-VALUE-to-7.patch" and patch.files == (OTHER,)
     ok(run_cli(root, "prepare", env=env["env"]))
     assert (root / "build" / "src" / OTHER).read_text() == "VALUE = 7\n"
-
 
 
 def test_a_recursive_diff_u_with_spaced_new_and_deleted_files_applies_where_it_says(env, tmp_path):
@@ -108,12 +112,15 @@ def test_a_recursive_diff_u_with_spaced_new_and_deleted_files_applies_where_it_s
     env["upstream"].git.checkout("--quiet", "--detach", env["base"])
     env["upstream"].git.apply("--check", str(read_series(root).patches[-1].path))
 
+
 def test_an_mbox_of_format_patches_keeps_order_subjects_and_authors(env, tmp_path):
     root = make_repo(env, [])
     repo = env["upstream"]
     repo.git.checkout("--quiet", "-B", "downstream", env["base"])
-    for subject, (path, text) in (("first: value", (OTHER, "VALUE = 8\n")),
-                                  ("[RFC] second: kimi", (KIMI, V1[KIMI].replace("return 1", "return 4")))):
+    for subject, (path, text) in (
+        ("first: value", (OTHER, "VALUE = 8\n")),
+        ("[RFC] second: kimi", (KIMI, V1[KIMI].replace("return 1", "return 4"))),
+    ):
         (Path(repo.working_tree_dir) / path).write_text(text)
         repo.git.commit("-qam", subject, author="B. Upstreamer <bu@example.org>")
     mbox = repo.git.format_patch("--stdout", "-2", "HEAD", strip_newline_in_stdout=False)
@@ -133,8 +140,11 @@ def test_a_mail_without_from_gets_the_author_and_a_series_file_without_one_is_na
     text = (root / "patches" / "0001-clean.patch").read_text()
     headless = "\n".join(l for l in text.splitlines() if not l.startswith("From: ")) + "\n"
     (tmp_path / "no-from.patch").write_text(headless.replace("clean: change", "other: change"))
-    ok(run_cli(root, "import", str(tmp_path / "no-from.patch"), "--author", "C. Porter <cp@example.org>",
-               env=env["env"]))
+    ok(
+        run_cli(
+            root, "import", str(tmp_path / "no-from.patch"), "--author", "C. Porter <cp@example.org>", env=env["env"]
+        )
+    )
     assert "From: C. Porter <cp@example.org>" in (root / "patches" / "0002-other-change.patch").read_text()
     # the twin: the same file put in patches/ by hand is refused with one line naming the author
     (root / "patches" / "0002-other-change.patch").write_text(headless)
@@ -143,8 +153,9 @@ def test_a_mail_without_from_gets_the_author_and_a_series_file_without_one_is_na
 
 def test_split_makes_one_patch_per_file(env, tmp_path):
     root = make_repo(env, [])
-    (tmp_path / "both.diff").write_text(plain_diff(env, {OTHER: "VALUE = 9\n",
-                                                        KIMI: V1[KIMI].replace("return 1", "return 9")}))
+    (tmp_path / "both.diff").write_text(
+        plain_diff(env, {OTHER: "VALUE = 9\n", KIMI: V1[KIMI].replace("return 1", "return 9")})
+    )
     ok(run_cli(root, "import", str(tmp_path / "both.diff"), "--split", env=env["env"]))
     patches = read_series(root).patches
     assert [p.files for p in patches] == [(KIMI,), (OTHER,)]
@@ -158,14 +169,18 @@ def test_bad_imports_are_one_line_and_write_nothing(env, tmp_path):
     (tmp_path / "notes.txt").write_text("just words\n")
     (tmp_path / "bad.diff").write_bytes(b"diff --git a/x b/x\n\xff\xfe\n")
     (tmp_path / "clean.diff").write_text(plain_diff(env, {OTHER: "VALUE = 5\n"}))
-    for args, needle in ((["notes.txt"], "holds no diff"),
-                         (["missing.diff"], "does not exist"),
-                         (["bad.diff"], "not valid UTF-8"),
-                         (["clean.diff", "--name", "0001-clean"], "patches/0001-clean.patch already exists"),
-                         (["clean.diff", "--author", "nobody"], "is not 'Name <email>'"),
-                         (["clean.diff", "clean.diff", "--name", "x"], "--name names one patch")):
-        files = [str(tmp_path / a) if not a.startswith("-") and i < 2 and "." in a and "<" not in a else a
-                 for i, a in enumerate(args)]
+    for args, needle in (
+        (["notes.txt"], "holds no diff"),
+        (["missing.diff"], "does not exist"),
+        (["bad.diff"], "not valid UTF-8"),
+        (["clean.diff", "--name", "0001-clean"], "patches/0001-clean.patch already exists"),
+        (["clean.diff", "--author", "nobody"], "is not 'Name <email>'"),
+        (["clean.diff", "clean.diff", "--name", "x"], "--name names one patch"),
+    ):
+        files = [
+            str(tmp_path / a) if not a.startswith("-") and i < 2 and "." in a and "<" not in a else a
+            for i, a in enumerate(args)
+        ]
         assert_one_line_error(run_cli(root, "import", *files, env=env["env"]), needle)
     assert snapshot(root) == before
 
@@ -176,8 +191,9 @@ def test_a_diff_made_without_a_and_b_prefixes_is_imported_under_them_and_applies
     root = make_repo(env, [])
     edits = {OTHER: "VALUE = 9\n", KIMI: V1[KIMI].replace("return 1", "return 9")}
     (tmp_path / "bare.diff").write_text(plain_diff(env, edits, "--no-prefix"))
-    (tmp_path / "mnemonic.diff").write_text(plain_diff(env, {RUNNER: V1[RUNNER].replace("line 5\n", "line V\n")},
-                                                       "--src-prefix=i/", "--dst-prefix=w/"))
+    (tmp_path / "mnemonic.diff").write_text(
+        plain_diff(env, {RUNNER: V1[RUNNER].replace("line 5\n", "line V\n")}, "--src-prefix=i/", "--dst-prefix=w/")
+    )
     assert (tmp_path / "bare.diff").read_text().startswith(f"diff --git {KIMI} {KIMI}\n")
     ok(run_cli(root, "import", str(tmp_path / "bare.diff"), "--split", env=env["env"]))
     ok(run_cli(root, "import", str(tmp_path / "mnemonic.diff"), env=env["env"]))

@@ -1,5 +1,4 @@
-"""`lines --add NAME [--from LINE]`: a new line starts as a copy of a line's pin and series.
-"""
+"""`lines --add NAME [--from LINE]`: a new line starts as a copy of a line's pin and series."""
 
 from __future__ import annotations
 
@@ -31,6 +30,7 @@ def by_kind(report: dict) -> dict[str, dict]:
 
 
 # ---------------------------------------------------------------- 4. lines --add --from
+
 
 def line_files(line: Path) -> dict[str, bytes]:
     return {str(p.relative_to(line)): p.read_bytes() for p in [line / "upstream.toml", *(line / "patches").iterdir()]}
@@ -71,5 +71,3 @@ def test_lines_add_without_from_copies_production(env):
     assert line_files(plain) == line_files(root) != line_files(nxt)
     assert read_pin(plain).version == "1.0.0"
     assert read_series_names(plain) == ["0001-clean.patch", "0002-moved.patch", "0003-textual.patch"]
-
-

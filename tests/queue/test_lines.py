@@ -28,9 +28,18 @@ KIMI = "KimiK25ForConditionalGeneration"
 # What the contract check finds on pristine 0.5.9 (docs/contract.md), by finding subject: the gaps
 # (EPLB's classmethod since its probe's None is followed to the recorder's assert), and
 # set_embed_and_head of the EAGLE-3 interface's draft side (tests/test_build_gate.py).
-GAPS_0_5_9 = {f"{KIMI}.{m}" for m in ("get_embed_and_head", "model", "routed_experts_weights_of_layer",
-                                       "set_eagle3_layers_to_capture", "set_embed_and_head",
-                                       "forward(pp_proxy_tensors)", "get_model_config_for_expert_location")}
+GAPS_0_5_9 = {
+    f"{KIMI}.{m}"
+    for m in (
+        "get_embed_and_head",
+        "model",
+        "routed_experts_weights_of_layer",
+        "set_eagle3_layers_to_capture",
+        "set_embed_and_head",
+        "forward(pp_proxy_tensors)",
+        "get_model_config_for_expert_location",
+    )
+}
 
 
 @pytest.fixture(scope="module")
@@ -45,8 +54,9 @@ def empty_series(tmp_path):
 
 
 def gate(tree, series, accepted: set[str]):
-    pin = dataclasses.replace(PIN, required_checks=("kimi-k25-eagle3-interface",),
-                              accepted=tuple((s, "test") for s in sorted(accepted)))
+    pin = dataclasses.replace(
+        PIN, required_checks=("kimi-k25-eagle3-interface",), accepted=tuple((s, "test") for s in sorted(accepted))
+    )
     build.check_tree(tree, series, pin)
 
 
@@ -93,8 +103,7 @@ def test_find_line_names_the_line_it_finds():
 
 def test_lines_add_returns_the_line_and_logs_how_it_was_made(tmp_path):
     repo = make_project(tmp_path / "repo", {})
-    assert add_line(repo, "next", "production", bare=False, release=None) == \
-        Line("next", repo / "lines" / "next", repo)
+    assert add_line(repo, "next", "production", bare=False, release=None) == Line("next", repo / "lines" / "next", repo)
     log = run_cli(repo, "--line", "next", "log")
     assert log.returncode == 0 and log.stdout.rstrip().endswith("lines --add next --from production"), log.stdout
     with pytest.raises(UserError, match="'Next' cannot name a line: use lower-case letters, digits and '-'"):
@@ -131,8 +140,7 @@ def test_lines_add_racing_another_lines_add_refuses(tmp_path, monkeypatch):
 
 
 def test_an_unknown_line_is_a_one_line_error():
-    assert_one_line_error(run_cli(REPO_ROOT, "--line", "nightly"), "unknown line 'nightly'",
-                          "production, latest")
+    assert_one_line_error(run_cli(REPO_ROOT, "--line", "nightly"), "unknown line 'nightly'", "production, latest")
 
 
 @pytest.mark.parametrize("line", line_names())
@@ -146,8 +154,9 @@ def test_every_line_builds_its_wheel_through_its_gates(line):
     assert data["version"] == pin.local_version and data["patches"] == series.names
     assert data["wheel"].startswith(str(root / "dist" / f"sglang-{pin.local_version}-"))
     # an overlay per pinned upstream wheel (one per CPython on a platform-wheel release)
-    assert [Path(w["path"]).name.split("-", 2)[2] for w in data["wheels"]] == \
-        [a.filename.split("-", 2)[2] for a in pin.wheels]
+    assert [Path(w["path"]).name.split("-", 2)[2] for w in data["wheels"]] == [
+        a.filename.split("-", 2)[2] for a in pin.wheels
+    ]
     assert data["wheels"][0] == {"path": data["wheel"], "sha256": data["sha256"]}
     gates = {*pin.required_checks, *series.check_names()}
     assert gates and all(f"check {name}: ok" in result.stderr for name in gates), result.stderr

@@ -50,10 +50,10 @@ def project(tmp_path, upstream):
 def two_patch_queue(root: Path, upstream) -> tuple[Path, PatchQueue]:
     repo, base = upstream
     patches = {
-        "0001-runner.patch": patch_text(repo, base, edited(RUNNER, "line 10\n", "line ten\n"),
-                                       message("runner: spell out ten")),
-        "0002-kimi.patch": patch_text(repo, base, edited(KIMI, "return 1", "return 2"),
-                                     message("kimi: return two")),
+        "0001-runner.patch": patch_text(
+            repo, base, edited(RUNNER, "line 10\n", "line ten\n"), message("runner: spell out ten")
+        ),
+        "0002-kimi.patch": patch_text(repo, base, edited(KIMI, "return 1", "return 2"), message("kimi: return two")),
     }
     make_project(root, patches)
     queue = PatchQueue(root)
@@ -140,7 +140,6 @@ def test_new_and_refresh_turn_edits_into_patch_files(project):
     assert queue.repo.head.commit.tree.hexsha == tree
 
 
-
 def test_edits_holding_conflict_markers_never_reach_a_patch_file(project):
     """A work tree left with markers (a replayed edit, a merge by hand) is refused by `refresh`
     and `new`, naming the file; the patch files, the commits and the edits stay as they were. The
@@ -162,6 +161,7 @@ def test_edits_holding_conflict_markers_never_reach_a_patch_file(project):
     assert queue.repo.head.commit.hexsha == head and (queue.path / KIMI).read_text() == marked
     (queue.path / KIMI).write_text("class KimiK25:\n<<<<<<<<\n=======\n    x = 2\n")
     assert "+<<<<<<<<" in queue.new("0003-x", "x\n").read_text()
+
 
 def test_new_patch_goes_right_above_the_top_applied_patch(project):
     root, queue = project
@@ -285,9 +285,12 @@ def test_interrupted_push_is_recovered_by_a_rerun(project):
     hook.parent.mkdir(exist_ok=True)
     hook.write_text("#!/bin/sh\nkill -INT -$(ps -o pgid= $PPID | tr -d ' ')\nsleep 5\n")
     hook.chmod(0o755)
-    child = subprocess.Popen([sys.executable, str(Path(__file__).parents[2] / "build.py"),
-                              "--root", str(root), "push", "--all"],
-                             stderr=subprocess.PIPE, text=True, start_new_session=True)
+    child = subprocess.Popen(
+        [sys.executable, str(Path(__file__).parents[2] / "build.py"), "--root", str(root), "push", "--all"],
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     _, err = child.communicate(timeout=60)
     assert child.returncode != 0
     assert "Traceback" not in err
@@ -312,11 +315,14 @@ def test_foreign_git_am_in_progress_is_not_touched(project, tmp_path):
 
 def test_status_json_lists_patches_and_files(project):
     import json
+
     root, queue = project
     queue.push()
     data = json.loads(run_cli(root, "status", "--json").stdout)
     assert [(p["name"], p["applied"]) for p in data["patches"]] == [
-        ("0001-runner.patch", True), ("0002-kimi.patch", False)]
+        ("0001-runner.patch", True),
+        ("0002-kimi.patch", False),
+    ]
     assert data["patches"][1]["files"] == [KIMI]
     assert data["dirty"] is False
 
@@ -358,8 +364,9 @@ def test_a_work_tree_history_that_left_the_series_is_named(project):
     queue.repo.git.commit("-q", "--allow-empty", "-m", "kimi: another subject")
     with pytest.raises(UserError) as diverged:
         queue.applied_names()
-    assert diverged.value.what == (f"commit 'kimi: another subject' in {queue.path} does not match patch "
-                                   "0002-kimi.patch ('kimi: return two')")
+    assert diverged.value.what == (
+        f"commit 'kimi: another subject' in {queue.path} does not match patch 0002-kimi.patch ('kimi: return two')"
+    )
     assert diverged.value.hint == "the work tree history diverged from the series; export or reset it"
 
 
@@ -405,7 +412,8 @@ def test_new_without_a_message_writes_the_template_to_fill_in(project):
     queue.new("0003-kimi-passes")
     assert queue.applied_commits()[-1].message == (
         "kimi passes\n\nWhat broke, why, and what this patch changes.\n\n"
-        "Upstream-Status: Pending\nDrop-When: check:CHECK-NAME\n")
+        "Upstream-Status: Pending\nDrop-When: check:CHECK-NAME\n"
+    )
     assert "Subject: [PATCH] kimi passes" in (root / "patches" / "0003-kimi-passes.patch").read_text()
 
 
@@ -413,8 +421,10 @@ def test_refresh_without_a_patch_or_without_edits_names_what_is_missing(project)
     root, queue = project
     with pytest.raises(UserError) as nothing:
         queue.refresh()
-    assert (nothing.value.what, nothing.value.hint) == ("no patch is applied to refresh",
-                                                         "push one first, or use `new NAME`")
+    assert (nothing.value.what, nothing.value.hint) == (
+        "no patch is applied to refresh",
+        "push one first, or use `new NAME`",
+    )
     for top in ("0001-runner.patch", "0002-kimi.patch"):  # the top one, with one or two applied
         queue.push()
         with pytest.raises(UserError) as clean:
@@ -462,8 +472,11 @@ def test_the_stale_hunk_is_named_by_its_number_within_its_own_file(tmp_path, ups
     runner = UPSTREAM_FILES[RUNNER]
     for old, new in (("line 5\n", "line five\n"), ("line 18\n", "line eighteen\n"), ("line 30\n", "line thirty\n")):
         runner = runner.replace(old, new)
-    files = {RUNNER: runner, KIMI: UPSTREAM_FILES[KIMI].replace("return 1", "return 2"),
-             "python/pyproject.toml": UPSTREAM_FILES["python/pyproject.toml"] + "version = '0'\n"}
+    files = {
+        RUNNER: runner,
+        KIMI: UPSTREAM_FILES[KIMI].replace("return 1", "return 2"),
+        "python/pyproject.toml": UPSTREAM_FILES["python/pyproject.toml"] + "version = '0'\n",
+    }
     stale = patch_text(repo, base, files, message("three files"))
     assert stale.index("pyproject.toml") < stale.index("model_runner.py") < stale.index("kimi_k25.py")
     repo.git.checkout("--quiet", "--detach", base)
@@ -481,13 +494,25 @@ def test_the_stale_hunk_of_a_path_holding_b_slash_is_numbered(tmp_path, upstream
     spaced = "python/sglang/srt/a b/c.txt"
     lines = "".join(f"row {i}\n" for i in range(1, 41))
     root, _, _ = one_file_queue(
-        tmp_path, upstream, spaced, lines, lines.replace("row 3\n", "row three\n").replace("row 30\n", "row 30!\n"),
-        "spaced: two hunks", onto=lambda repo: commit_files(repo, {spaced: lines.replace("row 29\nrow 30\n", "x\n")}, "moved"))
+        tmp_path,
+        upstream,
+        spaced,
+        lines,
+        lines.replace("row 3\n", "row three\n").replace("row 30\n", "row 30!\n"),
+        "spaced: two hunks",
+        onto=lambda repo: commit_files(repo, {spaced: lines.replace("row 29\nrow 30\n", "x\n")}, "moved"),
+    )
     assert_one_line_error(run_cli(root, "push"), "0001-one.patch", f"{spaced} hunk #2 at line 27")
 
 
-@pytest.mark.parametrize("body", ["example:\ndiff --git a/x b/x", "a separator\n---\nafter it",
-                                  f"a long one:\ndiff --git a/{'x' * 40} b/{'x' * 40}"])
+@pytest.mark.parametrize(
+    "body",
+    [
+        "example:\ndiff --git a/x b/x",
+        "a separator\n---\nafter it",
+        f"a long one:\ndiff --git a/{'x' * 40} b/{'x' * 40}",
+    ],
+)
 def test_a_message_git_am_would_cut_is_refused_by_new_and_by_refresh(project, body):
     root, queue = project
     queue.push(all=True)
@@ -495,8 +520,10 @@ def test_a_message_git_am_would_cut_is_refused_by_new_and_by_refresh(project, bo
     with pytest.raises(UserError) as new:
         queue.new("0003-x", f"subject\n\n{body}\n")
     cut = body.splitlines()[1]  # the offending line, quoted up to 40 characters
-    assert new.value.what.startswith(f"line 4 of the message of 0003-x.patch ('{cut[:40]}') ") and \
-        "is where `git am` would start the diff" in new.value.what
+    assert (
+        new.value.what.startswith(f"line 4 of the message of 0003-x.patch ('{cut[:40]}') ")
+        and "is where `git am` would start the diff" in new.value.what
+    )
     assert new.value.hint == "indent that line of the message, then rerun"
     assert not (root / "patches" / "0003-x.patch").exists()
     # a message amended by hand reaches refresh through the commit: refused the same way
@@ -521,8 +548,12 @@ def test_a_patch_on_a_file_upstream_no_longer_has_names_the_file(tmp_path, upstr
     root = make_project(tmp_path / "p", {"0001-kimi.patch": kimi})
     queue = PatchQueue(root)
     queue.reset_to(repo, gone)
-    line = assert_one_line_error(run_cli(root, "push"), "0001-kimi.patch", f"{KIMI} does not exist upstream",
-                                 "refresh the patch against this upstream")
+    line = assert_one_line_error(
+        run_cli(root, "push"),
+        "0001-kimi.patch",
+        f"{KIMI} does not exist upstream",
+        "refresh the patch against this upstream",
+    )
     assert "hunk" not in line and queue.applied_names() == [] and not queue.is_dirty()
 
 
@@ -537,16 +568,28 @@ def test_patch_file_edited_after_apply_wins_over_the_stale_commit(project, upstr
     assert queue.format_patch(queue.applied_commits()[0]) == patch.read_text()
 
 
-@pytest.mark.parametrize("damage, said, hint", [
-    (lambda text: text[: text.index("@@", text.index("@@") + 2) + 40], "git says: corrupt patch at line",
-     "git checkout -- patches/0002-kimi.patch"),
-    (lambda text: text.replace("\n", "\r\n"), "CRLF line endings", "dos2unix"),  # refused as the series is read
-    # a hunk whose file header was lost; a diff cut off after its header
-    (lambda text: text[: text.index("@@")], "git says: patch with only garbage at line",  # cut before its hunk
-     "git checkout -- patches/0002-kimi.patch"),
-    (lambda text: text + "garbage\n" + text[text.index("@@"):], "git says: patch fragment without header at line",
-     "git checkout -- patches/0002-kimi.patch"),  # a hunk that lost its file's header
-])
+@pytest.mark.parametrize(
+    "damage, said, hint",
+    [
+        (
+            lambda text: text[: text.index("@@", text.index("@@") + 2) + 40],
+            "git says: corrupt patch at line",
+            "git checkout -- patches/0002-kimi.patch",
+        ),
+        (lambda text: text.replace("\n", "\r\n"), "CRLF line endings", "dos2unix"),  # refused as the series is read
+        # a hunk whose file header was lost; a diff cut off after its header
+        (
+            lambda text: text[: text.index("@@")],
+            "git says: patch with only garbage at line",  # cut before its hunk
+            "git checkout -- patches/0002-kimi.patch",
+        ),
+        (
+            lambda text: text + "garbage\n" + text[text.index("@@") :],
+            "git says: patch fragment without header at line",
+            "git checkout -- patches/0002-kimi.patch",
+        ),  # a hunk that lost its file's header
+    ],
+)
 def test_a_damaged_patch_is_named_in_gits_words(project, damage, said, hint):
     root, queue = project
     queue.push()
@@ -564,18 +607,25 @@ def test_a_mail_header_git_am_refuses_after_applying_is_named_not_taken_for_a_st
     queue.push()
     patch = root / "patches" / "0002-kimi.patch"
     patch.write_text(re.sub(r"(?m)^Date: .*$", "Date: not a date", patch.read_text()))
-    line = assert_one_line_error(run_cli(root, "push"), "0002-kimi.patch", "git am failed although the diff applies",
-                                 "invalid date format")
+    line = assert_one_line_error(
+        run_cli(root, "push"), "0002-kimi.patch", "git am failed although the diff applies", "invalid date format"
+    )
     assert line.endswith(": check the patch's mail header (From:, Date:, Subject:)")
     assert "hunk" not in line
     assert queue.applied_names() == ["0001-runner.patch"] and not queue.is_dirty()
 
 
-@pytest.mark.parametrize("hook_says, refused", [("", "a git hook refused it: without a word"),
-                                                ("echo not on a Friday >&2", "a git hook refused it: not on a Friday")])
+@pytest.mark.parametrize(
+    "hook_says, refused",
+    [
+        ("", "a git hook refused it: without a word"),
+        ("echo not on a Friday >&2", "a git hook refused it: not on a Friday"),
+    ],
+)
 @pytest.mark.parametrize("hooks_path", [False, True])
-def test_a_hook_that_refuses_git_am_is_named_not_taken_for_a_mail_header(project, tmp_path, hook_says, refused,
-                                                                         hooks_path):
+def test_a_hook_that_refuses_git_am_is_named_not_taken_for_a_mail_header(
+    project, tmp_path, hook_says, refused, hooks_path
+):
     """git am runs the work tree's applypatch-msg hook, which may refuse silently or in its own words:
     the error names the hook and where it lives (.git/hooks, or a core.hooksPath), not the header
     (the twin, a header git refuses, is the test above)."""
@@ -587,18 +637,22 @@ def test_a_hook_that_refuses_git_am_is_named_not_taken_for_a_mail_header(project
         queue.repo.git.config("core.hooksPath", str(hooks))
     (hooks / "applypatch-msg").write_text(f"#!/bin/sh\n{hook_says}\nexit 1\n")
     (hooks / "applypatch-msg").chmod(0o755)
-    line = assert_one_line_error(run_cli(root, "push"), "0002-kimi.patch",
-                                 f"git am failed although the diff applies ({refused})")
+    line = assert_one_line_error(
+        run_cli(root, "push"), "0002-kimi.patch", f"git am failed although the diff applies ({refused})"
+    )
     assert line.endswith(f": fix or remove the hook in {hooks}, then rerun")
     assert queue.applied_names() == ["0001-runner.patch"] and not queue.is_dirty()
 
 
-@pytest.mark.parametrize("stderr, words", [
-    ("\n  stderr: 'fatal: bad object HEAD'", "git says: bad object HEAD"),
-    ("\n  stderr: 'the hook says no'", "a git hook refused it: the hook says no"),
-    ("\n  stderr: 'first line\nthe hook's last line'", "a git hook refused it: the hook's last line"),
-    ("", "a git hook refused it: without a word"),
-])
+@pytest.mark.parametrize(
+    "stderr, words",
+    [
+        ("\n  stderr: 'fatal: bad object HEAD'", "git says: bad object HEAD"),
+        ("\n  stderr: 'the hook says no'", "a git hook refused it: the hook says no"),
+        ("\n  stderr: 'first line\nthe hook's last line'", "a git hook refused it: the hook's last line"),
+        ("", "a git hook refused it: without a word"),
+    ],
+)
 def test_git_ams_refusal_is_gits_error_else_its_hooks_last_line(project, stderr, words):
     root, queue = project
     refused, by_hook = am_refusal(queue.repo, stderr)
@@ -609,12 +663,14 @@ def test_bad_queue_input_is_one_line(project, tmp_path):
     root, queue = project
     queue.push(all=True)
     (queue.path / KIMI).write_text("class KimiK25:\n    pass\n")
-    assert_one_line_error(run_cli(root, "new", "0003-x", "-F", str(tmp_path / "missing.txt")),
-                          "missing.txt", "does not exist")
+    assert_one_line_error(
+        run_cli(root, "new", "0003-x", "-F", str(tmp_path / "missing.txt")), "missing.txt", "does not exist"
+    )
     (tmp_path / "latin1.txt").write_bytes(b"caf\xe9\n")
     assert_one_line_error(run_cli(root, "new", "0003-x", "-F", str(tmp_path / "latin1.txt")), "not UTF-8")
-    assert_one_line_error(run_cli(root, "pop", "0009-nope.patch"), "no patch named '0009-nope.patch'",
-                          "0001-runner.patch")
+    assert_one_line_error(
+        run_cli(root, "pop", "0009-nope.patch"), "no patch named '0009-nope.patch'", "0001-runner.patch"
+    )
     assert_one_line_error(run_cli(root, "push", "0009-nope.patch"), "no patch named '0009-nope.patch'")
     assert queue.applied_names() == ["0001-runner.patch", "0002-kimi.patch"]
     assert (queue.path / KIMI).read_text() == "class KimiK25:\n    pass\n"
@@ -629,8 +685,12 @@ def test_each_queue_command_is_logged_under_its_own_name(project):
     queue.new("0003-x", "x: a new patch\n\nUpstream-Status: Pending\nDrop-When: check:x\n")
     (queue.path / KIMI).write_text("class KimiK25:\n    x = 1\n")
     queue.refresh()
-    queue.repo.git.commit("--quiet", "--amend", "-m",
-                          "x: a new patch\n\nWhy, said by hand.\n\nUpstream-Status: Pending\nDrop-When: check:x")
+    queue.repo.git.commit(
+        "--quiet",
+        "--amend",
+        "-m",
+        "x: a new patch\n\nWhy, said by hand.\n\nUpstream-Status: Pending\nDrop-When: check:x",
+    )
     queue.export()
     assert [e.op for e in log(line_of(root))] == ["export", "refresh", "new", "pop", "push", "prepare"]
 
@@ -641,8 +701,9 @@ def test_the_work_repositorys_own_git_configuration_changes_no_patch_and_stops_n
     stop a command: exports are compared byte for byte with the series, so any drift reads as an
     edit. (The maintainer's global and system configuration is not read at all: gitenv.py.)"""
     path = "python/sglang/srt/algorithm.txt"  # a change myers and histogram put differently
-    root, queue, text = one_file_queue(tmp_path, upstream, path, "a\n}\nx\n}\nb\n", "{\nb\n\nx\n{\n}\n",
-                                       "algorithm: rewrite")
+    root, queue, text = one_file_queue(
+        tmp_path, upstream, path, "a\n}\nx\n}\nb\n", "{\nb\n\nx\n{\n}\n", "algorithm: rewrite"
+    )
     hooks = tmp_path / "hooks"
     hooks.mkdir()
     for hook in ("pre-commit", "commit-msg"):  # git am's own hooks run: a test interrupts push with one
@@ -677,14 +738,24 @@ def test_the_maintainers_global_and_system_git_configuration_is_not_read(project
     hooks.mkdir()
     (hooks / "applypatch-msg").write_text("#!/bin/sh\necho refused by a global hook >&2\nexit 1\n")
     (hooks / "applypatch-msg").chmod(0o755)
-    (home / ".gitconfig").write_text("[commit]\n\tgpgSign = true\n[gpg]\n\tprogram = false\n"
-                                     "[diff]\n\tnoprefix = true\n"
-                                     "[user]\n\tname = Maintainer\n\temail = m@example.invalid\n")
+    (home / ".gitconfig").write_text(
+        "[commit]\n\tgpgSign = true\n[gpg]\n\tprogram = false\n"
+        "[diff]\n\tnoprefix = true\n"
+        "[user]\n\tname = Maintainer\n\temail = m@example.invalid\n"
+    )
     system.write_text(f"[core]\n\thooksPath = {hooks}\n[format]\n\tto = list@example.invalid\n")
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("GIT_CONFIG_SYSTEM", str(system))
-    for name in ("GIT_CONFIG_GLOBAL", "GIT_CONFIG_NOSYSTEM", "GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL",
-                 "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL", "XDG_CONFIG_HOME", "EMAIL"):
+    for name in (
+        "GIT_CONFIG_GLOBAL",
+        "GIT_CONFIG_NOSYSTEM",
+        "GIT_AUTHOR_NAME",
+        "GIT_AUTHOR_EMAIL",
+        "GIT_COMMITTER_NAME",
+        "GIT_COMMITTER_EMAIL",
+        "XDG_CONFIG_HOME",
+        "EMAIL",
+    ):
         monkeypatch.delenv(name, raising=False)
     before = {p.name: p.read_bytes() for p in (root / "patches").iterdir()}
     queue.push(all=True)
@@ -695,8 +766,9 @@ def test_the_maintainers_global_and_system_git_configuration_is_not_read(project
     exported = (root / "patches" / "0003-kimi.patch").read_text()
     assert f"--- a/{KIMI}" in exported and "To: " not in exported and "Maintainer" not in exported
     commits = queue.applied_commits()
-    assert {(c.author.name, c.committer.name, c.committer.email) for c in commits[2:]} == \
-        {(FIXED_IDENTITY[0], *FIXED_IDENTITY)}
+    assert {(c.author.name, c.committer.name, c.committer.email) for c in commits[2:]} == {
+        (FIXED_IDENTITY[0], *FIXED_IDENTITY)
+    }
     assert {(c.committer.name, c.committer.email) for c in commits} == {FIXED_IDENTITY}
     plain = queue.repo.git.format_patch("--stdout", "-1", "HEAD")
     assert f"--- {KIMI}" in plain and "To: list@example.invalid" in plain
@@ -722,15 +794,32 @@ def round_trip(root: Path, queue: PatchQueue):
     return {p.name: p.read_bytes() for p in sorted((root / "patches").iterdir())}, ranges
 
 
-@pytest.mark.parametrize("key, value", [
-    ("core.quotePath", "false"), ("core.autocrlf", "true"), ("apply.whitespace", "fix"), ("color.ui", "always"),
-    ("color.diff", "always"), ("diff.context", "1"), ("diff.interHunkContext", "5"), ("diff.noprefix", "true"),
-    ("diff.mnemonicPrefix", "true"), ("diff.srcPrefix", "q/"), ("diff.external", "/bin/false"),
-    ("format.to", "list@example.invalid"), ("format.cc", "list@example.invalid"), ("format.headers", "X-Poison: 1"),
-    ("format.thread", "shallow"), ("format.signOff", "true"), ("format.from", "true"), ("format.useAutoBase", "true"),
-])
+@pytest.mark.parametrize(
+    "key, value",
+    [
+        ("core.quotePath", "false"),
+        ("core.autocrlf", "true"),
+        ("apply.whitespace", "fix"),
+        ("color.ui", "always"),
+        ("color.diff", "always"),
+        ("diff.context", "1"),
+        ("diff.interHunkContext", "5"),
+        ("diff.noprefix", "true"),
+        ("diff.mnemonicPrefix", "true"),
+        ("diff.srcPrefix", "q/"),
+        ("diff.external", "/bin/false"),
+        ("format.to", "list@example.invalid"),
+        ("format.cc", "list@example.invalid"),
+        ("format.headers", "X-Poison: 1"),
+        ("format.thread", "shallow"),
+        ("format.signOff", "true"),
+        ("format.from", "true"),
+        ("format.useAutoBase", "true"),
+    ],
+)
 def test_no_setting_of_the_work_repositorys_own_configuration_changes_a_patch_or_a_hunk_read(
-        tmp_path, upstream, monkeypatch, key, value):
+    tmp_path, upstream, monkeypatch, key, value
+):
     """Each setting would change what git writes or applies (a quoted path, CRLF, whitespace, colour,
     context, prefixes, mail headers); the same round trip with and without it gives the same bytes."""
     monkeypatch.setenv("GIT_AUTHOR_DATE", "2026-01-01T00:00:00+00:00")
@@ -762,9 +851,12 @@ def test_a_patch_creating_a_file_upstream_now_has_is_stale_in_gits_words(tmp_pat
     theirs = commit_files(repo, {new: "theirs = 1\n"}, "upstream adds the same module")
     root = make_project(tmp_path / "p", {"0001-added.patch": text})
     PatchQueue(root).reset_to(repo, theirs)
-    line = assert_one_line_error(run_cli(root, "push"), "0001-added.patch",
-                                 f"git says: {new}: already exists in working directory",
-                                 "refresh the patch against this upstream")
+    line = assert_one_line_error(
+        run_cli(root, "push"),
+        "0001-added.patch",
+        f"git says: {new}: already exists in working directory",
+        "refresh the patch against this upstream",
+    )
     assert "git checkout --" not in line
 
 

@@ -87,8 +87,13 @@ PYPROJECT = "python/pyproject.toml"
 INITIAL = [
     ("0001-runner.patch", "runner: spell out ten", RUNNER, "line 10\n", "line ten\n"),
     ("0002-kimi.patch", "kimi: return two", KIMI, "return 1", "return 2"),
-    ("0003-pyproject.patch", "pyproject: add a version", PYPROJECT, "name = 'sglang'\n",
-     "name = 'sglang'\nversion = '0'\n"),
+    (
+        "0003-pyproject.patch",
+        "pyproject: add a version",
+        PYPROJECT,
+        "name = 'sglang'\n",
+        "name = 'sglang'\nversion = '0'\n",
+    ),
 ]
 # The interrupted command and its uninterrupted twin commit at one fixed time, so the twin's
 # result is byte for byte what the interrupted run must roll forward to.
@@ -130,6 +135,7 @@ def log_head(root: Path) -> str | None:
 
 
 # ---------------------------------------------------------------- the observable state
+
 
 @dataclass(frozen=True)
 class Snap:
@@ -192,8 +198,11 @@ class Done:
     after: Snap | None
 
     def touched(self) -> set[str]:
-        return {n for n in set(self.before.patches) | set(self.after.patches)
-                if self.before.patches.get(n) != self.after.patches.get(n)}
+        return {
+            n
+            for n in set(self.before.patches) | set(self.after.patches)
+            if self.before.patches.get(n) != self.after.patches.get(n)
+        }
 
     def moved_work_tree(self) -> bool:
         return self.before.work_tree != self.after.work_tree
@@ -241,6 +250,7 @@ class Model:
 
 
 # ---------------------------------------------------------------- the machine
+
 
 class QueueMachine(RuleBasedStateMachine):
     workdir: Path  # set by the test: every example's project lives below it
@@ -312,8 +322,11 @@ class QueueMachine(RuleBasedStateMachine):
             name = names[number % len(names)]
         else:
             name = f"{number + 100:04d}-user-{number}" + (".patch" if suffix else "")
-        self.run_op("new", lambda q: q.new(name, new_message(f"user: change {number}")),
-                    created=(name, f"user: change {number}"))
+        self.run_op(
+            "new",
+            lambda q: q.new(name, new_message(f"user: change {number}")),
+            created=(name, f"user: change {number}"),
+        )
 
     @rule()
     def export(self):
@@ -342,8 +355,9 @@ class QueueMachine(RuleBasedStateMachine):
         finally:
             queue.repo.close()
         if before is not None:
-            assert snap(self.root) == before, "`status`" + after_kill(crash) + " changed: " + \
-                before.differences(snap(self.root))
+            assert snap(self.root) == before, (
+                "`status`" + after_kill(crash) + " changed: " + before.differences(snap(self.root))
+            )
         assert log_head(self.root) == self.recovery_entry(crash, log0), "`status` logged an operation"
 
     # ------------------------------------------------------------ the user's own edits
@@ -427,8 +441,16 @@ class QueueMachine(RuleBasedStateMachine):
             if result.returncode != -signal.SIGKILL:  # it ended before its k-th boundary
                 assert result.returncode in (0, 2), result.stderr
                 event(f"{command}: not killed")
-                self.judge(command, before, log0, snap(self.root), log_head(self.root),
-                           result.stderr.strip() if result.returncode else None, crash=crash, created=created)
+                self.judge(
+                    command,
+                    before,
+                    log0,
+                    snap(self.root),
+                    log_head(self.root),
+                    result.stderr.strip() if result.returncode else None,
+                    crash=crash,
+                    created=created,
+                )
                 return
             journal = read_journal(self.root)
             if crash is not None and journal == journal0:  # killed while recovering the last kill
@@ -444,8 +466,17 @@ class QueueMachine(RuleBasedStateMachine):
                 done = run_cli(twin, *argv, env=FIXED_DATES)
                 assert "Traceback" not in done.stderr and done.returncode in (0, 2), done.stderr
                 expect, log = snap(twin), log_head(twin)
-                self.judge(command, before, log0, expect, log, done.stderr.strip() if done.returncode else None,
-                           crash=crash, created=created, src=twin / "build" / "src")
+                self.judge(
+                    command,
+                    before,
+                    log0,
+                    expect,
+                    log,
+                    done.stderr.strip() if done.returncode else None,
+                    crash=crash,
+                    created=created,
+                    src=twin / "build" / "src",
+                )
             if phase is None:  # killed after the journal was cleared: nothing is left to recover
                 now = snap(self.root)
                 assert now == expect, f"`{command}` killed at boundary {k}: " + expect.differences(now)
@@ -476,8 +507,19 @@ class QueueMachine(RuleBasedStateMachine):
                 queue._repo.close()
         self.judge(op, before, log0, snap(self.root), log_head(self.root), refused, crash=crash, created=created)
 
-    def judge(self, command: str, before: Snap | None, log0, after: Snap, log1, refused: str | None, *,
-              crash=None, created=None, src: Path | None = None):
+    def judge(
+        self,
+        command: str,
+        before: Snap | None,
+        log0,
+        after: Snap,
+        log1,
+        refused: str | None,
+        *,
+        crash=None,
+        created=None,
+        src: Path | None = None,
+    ):
         """Judge an operation that ended (done or refused) against the state before it; update
         the model."""
         op = command.split()[0]
@@ -486,15 +528,20 @@ class QueueMachine(RuleBasedStateMachine):
         what = f"`{command}`" + after_kill(crash)
         log0 = self.recovery_entry(crash, log0)
         logged = log1 != log0
-        event(f"{op}: " + ("refused" if refused and not logged else "stopped" if refused else "done")
-              + (" after a kill" if crash else ""))
+        event(
+            f"{op}: "
+            + ("refused" if refused and not logged else "stopped" if refused else "done")
+            + (" after a kill" if crash else "")
+        )
         if refused and not logged:
-            assert before is None or after == before, f"{what} refused ({refused}) but changed: " + \
-                before.differences(after)
+            assert before is None or after == before, f"{what} refused ({refused}) but changed: " + before.differences(
+                after
+            )
         elif refused:  # push stops at a patch that does not apply; the ones before it stay applied
             assert op == "push" and "does not apply" in refused, f"{what} refused ({refused}) but logged an entry"
-            assert before is None or (after.patches, after.pin) == (before.patches, before.pin), \
+            assert before is None or (after.patches, after.pin) == (before.patches, before.pin), (
                 f"{what} refused ({refused}) but changed: " + before.differences(after)
+            )
             assert not git_out(src or self.src, "status", "--porcelain"), f"{what} left edits in the work tree"
         else:
             assert logged, f"{what} succeeded without a log entry: undo would skip it"
@@ -509,14 +556,16 @@ class QueueMachine(RuleBasedStateMachine):
         what = "`undo`" + after_kill(crash)
         event("undo: " + ("refused" if refused else "done") + (" after a kill" if crash else ""))
         if refused:
-            assert before is None or after == before, f"{what} refused ({refused}) but changed: " + \
-                before.differences(after)
+            assert before is None or after == before, f"{what} refused ({refused}) but changed: " + before.differences(
+                after
+            )
             if not done:
                 assert "nothing to undo" in refused, f"{what} with every operation undone: {refused}"
             elif done[-1].before is not None and done[-1].before.head is not None and before is not None:
                 # (The work tree's creation may refuse to be undone: nothing was there before it.)
-                assert done[-1].changed_since(before), \
+                assert done[-1].changed_since(before), (
                     f"{what} of `{done[-1].op}` refused ({refused}) although nothing it changed changed since"
+                )
             return
         assert done, f"{what} undid `{undid}` but every operation was undone already"
         target = done.pop()
@@ -526,8 +575,9 @@ class QueueMachine(RuleBasedStateMachine):
         overwritten = target.changed_since(before)
         assert not overwritten, f"{what} of `{target.op}` overwrote what changed since: {', '.join(overwritten)}"
         expect = target.undone(before)
-        assert after == expect, f"{what} of `{target.op}` did not restore the state before it: " + \
-            expect.differences(after)
+        assert after == expect, f"{what} of `{target.op}` did not restore the state before it: " + expect.differences(
+            after
+        )
 
     def recovery_entry(self, crash: Crash | None, log0: str | None) -> str | None:
         """A command killed past its commit point, then edits: its completion logs an entry of
@@ -555,12 +605,14 @@ class QueueMachine(RuleBasedStateMachine):
         now = snap(self.root)
         listed = [now.patches.get(name, b"").decode(errors="replace") for name in self.series_names()]
         for path, marker in self.model.edits:
-            assert marker in now.work.get(path, b"").decode(errors="replace") or any(marker in t for t in listed), \
+            assert marker in now.work.get(path, b"").decode(errors="replace") or any(marker in t for t in listed), (
                 f"the user's edit '{marker}' of {path} is neither in build/src nor in a listed patch"
+            )
         for path in self.model.deleted:
             deletion = f"diff --git a/{path} b/{path}\ndeleted file mode"
-            assert path not in now.work or any(deletion in t for t in listed), \
+            assert path not in now.work or any(deletion in t for t in listed), (
                 f"the user's deletion of {path} is neither in build/src nor in a listed patch"
+            )
         for name, notes in self.model.notes.items():
             text = now.patches.get(name, b"").decode(errors="replace")
             for note in notes:
@@ -572,8 +624,9 @@ class QueueMachine(RuleBasedStateMachine):
             return
         series = read_series(self.root, warn=lambda _m: None)
         for patch in series.patches:
-            assert parse_patch(patch.path).subject == self.model.subjects.get(patch.name), \
+            assert parse_patch(patch.path).subject == self.model.subjects.get(patch.name), (
                 f"patches/{patch.name} holds '{patch.subject}', not its own patch"
+            )
         queue = PatchQueue(self.root)
         try:
             applied = queue.applied_names()
@@ -581,7 +634,7 @@ class QueueMachine(RuleBasedStateMachine):
             queue.repo.close()
         subjects = git_out(self.src, "log", "--first-parent", "--reverse", "--format=%s", "refs/sglpatch/base..HEAD")
         subjects = subjects.splitlines() if subjects else []
-        assert applied == series.names[:len(subjects)], f"applied {applied}, commits {subjects}"
+        assert applied == series.names[: len(subjects)], f"applied {applied}, commits {subjects}"
         assert subjects == [self.model.subjects[n] for n in applied], f"applied {applied}, commits {subjects}"
 
     @invariant()

@@ -47,8 +47,11 @@ NEW_COMMIT = "2" * 40
 
 V1 = {
     RUNNER: "".join(f"line {i}\n" for i in range(1, 41)),
-    KIMI: ("class KimiK25:\n    def forward(self):\n        return 1\n"
-           + "".join(f"    # note {i}\n" for i in range(8)) + "\n    def load_weights(self):\n        pass\n"),
+    KIMI: (
+        "class KimiK25:\n    def forward(self):\n        return 1\n"
+        + "".join(f"    # note {i}\n" for i in range(8))
+        + "\n    def load_weights(self):\n        pass\n"
+    ),
     OTHER: "VALUE = 1\n",
     "python/pyproject.toml": "[project]\nname = 'sglang'\n",
 }
@@ -57,9 +60,10 @@ V2 = {
     # five new lines at the top move every later hunk; line 10 is rewritten (conflict bait)
     RUNNER: "".join(f"new {i}\n" for i in range(5)) + V1[RUNNER].replace("line 10\n", "line 10 upstream\n"),
     # upstream now returns 2 and delegates, written differently from our patch
-    KIMI: (V1[KIMI].replace("return 1", "return 2")
-           + "\n    def set_eagle3_layers_to_capture(self, layer_ids=None):\n"
-           "        return self.language_model.set_eagle3_layers_to_capture(layer_ids)\n"),
+    KIMI: (
+        V1[KIMI].replace("return 1", "return 2") + "\n    def set_eagle3_layers_to_capture(self, layer_ids=None):\n"
+        "        return self.language_model.set_eagle3_layers_to_capture(layer_ids)\n"
+    ),
 }
 
 
@@ -73,10 +77,18 @@ def env(tmp_path, monkeypatch):
     index.publish("sglang-1.1.0.tar.gz", sdist_bytes("1.1.0", V2))
     upstream, base = make_upstream(tmp_path / "upstream-src", V1)
     checks.register("test-kimi-delegates", "KimiK25 delegates set_eagle3_layers_to_capture")(
-        lambda tree: [] if "def set_eagle3_layers_to_capture" in (tree / KIMI).read_text()
-        else [checks.Finding("no delegation")])
-    yield {"root": tmp_path / "project", "sha1": sha1, "upstream": upstream, "base": base, "index": index,
-           "env": {"SGLPATCH_CACHE": str(tmp_path / "cache"), "SGLPATCH_INDEX_URL": index.url}}
+        lambda tree: (
+            [] if "def set_eagle3_layers_to_capture" in (tree / KIMI).read_text() else [checks.Finding("no delegation")]
+        )
+    )
+    yield {
+        "root": tmp_path / "project",
+        "sha1": sha1,
+        "upstream": upstream,
+        "base": base,
+        "index": index,
+        "env": {"SGLPATCH_CACHE": str(tmp_path / "cache"), "SGLPATCH_INDEX_URL": index.url},
+    }
     checks.REGISTRY.pop("test-kimi-delegates", None)
     index.close()
     source._CACHED_LISTING.clear()
@@ -87,8 +99,13 @@ PATCHES = {
     "moved": (RUNNER, "line 30\n", "line thirty\n", NEVER),
     "conflict": (RUNNER, "line 10\n", "line ten\n", NEVER),
     "textual": (KIMI, "return 1", "return 2", NEVER),
-    "semantic": (KIMI, "        pass\n", "        pass\n\n    def set_eagle3_layers_to_capture(self, ids=None):\n"
-                 "        self.language_model.set_eagle3_layers_to_capture(ids)\n", "check:test-kimi-delegates"),
+    "semantic": (
+        KIMI,
+        "        pass\n",
+        "        pass\n\n    def set_eagle3_layers_to_capture(self, ids=None):\n"
+        "        self.language_model.set_eagle3_layers_to_capture(ids)\n",
+        "check:test-kimi-delegates",
+    ),
 }
 
 
@@ -100,8 +117,9 @@ def make_repo(env, kinds: list[str]) -> Path:
     names = []
     for number, kind in enumerate(kinds, 1):
         path, old, new, drop = PATCHES[kind]
-        text = patch_text(env["upstream"], env["base"], {path: V1[path].replace(old, new)},
-                          message(f"{kind}: change", drop=drop))
+        text = patch_text(
+            env["upstream"], env["base"], {path: V1[path].replace(old, new)}, message(f"{kind}: change", drop=drop)
+        )
         name = f"{number:04d}-{kind}.patch"
         (root / "patches" / name).write_text(text)
         names.append(name)
@@ -112,8 +130,11 @@ def make_repo(env, kinds: list[str]) -> Path:
 
 
 def snapshot(root: Path) -> dict[str, bytes]:
-    files = {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*")
-             if p.is_file() and ".git" not in p.parts and "build" not in p.parts}
+    files = {
+        str(p.relative_to(root)): p.read_bytes()
+        for p in root.rglob("*")
+        if p.is_file() and ".git" not in p.parts and "build" not in p.parts
+    }
     files["<gitlink>"] = git.Repo(root).git.ls_files("--stage", "upstream").encode()
     return files
 
@@ -141,8 +162,10 @@ def test_every_verdict_but_conflict_and_the_repository_after(env):
     assert "@@ -32," in (root / "patches" / "0002-moved.patch").read_text()
     assert NEW_COMMIT in git.Repo(root).git.ls_files("--stage", "upstream")
     changelog = (root / "CHANGELOG.md").read_text()
-    assert ("Rebased onto SGLang 1.1.0: kept 0001-clean.patch, 0002-moved.patch; dropped "
-            "0003-textual.patch (upstreamed in 1.1.0), 0004-semantic.patch (upstreamed in 1.1.0)") in changelog
+    assert (
+        "Rebased onto SGLang 1.1.0: kept 0001-clean.patch, 0002-moved.patch; dropped "
+        "0003-textual.patch (upstreamed in 1.1.0), 0004-semantic.patch (upstreamed in 1.1.0)"
+    ) in changelog
     # and the rebased series builds on the new release
     queue = PatchQueue(root)
     assert queue.applied_names() == ["0001-clean.patch", "0002-moved.patch"]
@@ -173,7 +196,6 @@ def test_conflict_stops_with_markers_then_continue(env):
     assert not (root / "build" / "rebase").exists()
 
 
-
 def test_markers_staged_with_git_add_still_stop_continue(env):
     """`git add` is how git marks a conflict resolved; a file added with its markers still in must
     not reach the series (it did: the patch file was written with <<<<<<< in it). The twin: the
@@ -182,14 +204,12 @@ def test_markers_staged_with_git_add_still_stop_continue(env):
     assert run_cli(root, "rebase", "--onto", "1.1.0", env=env["env"]).returncode == 1
     work = git.Repo(root / "build" / "src")
     work.git.add(RUNNER)
-    assert_one_line_error(run_cli(root, "rebase", "--continue", env=env["env"]),
-                          f"conflict markers remain in {RUNNER}")
+    assert_one_line_error(run_cli(root, "rebase", "--continue", env=env["env"]), f"conflict markers remain in {RUNNER}")
     assert "<<<<<<<" not in (root / "patches" / "0002-conflict.patch").read_text()
     (root / "build" / "src" / RUNNER).write_text(V2[RUNNER].replace("line 10 upstream\n", "line ten upstream\n"))
     work.git.add(RUNNER)
     assert run_cli(root, "rebase", "--continue", env=env["env"]).returncode == 0
     assert "+line ten upstream" in (root / "patches" / "0002-conflict.patch").read_text()
-
 
 
 def test_markers_committed_by_hand_never_reach_the_series(env):
@@ -203,11 +223,15 @@ def test_markers_committed_by_hand_never_reach_the_series(env):
     work = git.Repo(root / "build" / "src")
     work.git.add(RUNNER)
     work.git.am("--continue")
-    assert_one_line_error(run_cli(root, "rebase", "--continue", env=env["env"]),
-                          f"0002-conflict.patch would add conflict markers to {RUNNER}", "rebase --abort")
+    assert_one_line_error(
+        run_cli(root, "rebase", "--continue", env=env["env"]),
+        f"0002-conflict.patch would add conflict markers to {RUNNER}",
+        "rebase --abort",
+    )
     assert snapshot(root) == before
     assert run_cli(root, "rebase", "--abort", env=env["env"]).returncode == 0
     assert snapshot(root) == before and read_pin(root).version == "1.0.0"
+
 
 def test_edits_left_beside_a_resolution_committed_by_hand_are_refused_not_folded_in(env):
     """The maintainer finished `git am` by hand and then edited another file: `--continue` takes
@@ -221,8 +245,11 @@ def test_edits_left_beside_a_resolution_committed_by_hand_are_refused_not_folded
     work.git.am("--continue")
     resolution = work.head.commit.hexsha
     (root / "build" / "src" / OTHER).write_text("VALUE = 'stray'\n")
-    assert_one_line_error(run_cli(root, "rebase", "--continue", env=env["env"]),
-                          "no `git am` is in progress for 0002-conflict.patch", "uncommitted edits")
+    assert_one_line_error(
+        run_cli(root, "rebase", "--continue", env=env["env"]),
+        "no `git am` is in progress for 0002-conflict.patch",
+        "uncommitted edits",
+    )
     assert work.head.commit.hexsha == resolution and work.is_dirty()
     work.git.checkout("--", OTHER)
     result = run_cli(root, "rebase", "--continue", "--json", env=env["env"])
@@ -298,6 +325,7 @@ def test_the_files_git_am_stops_in_are_named_whole(tmp_path):
     assert "Merge conflict in a b.py" in stopped.value.stdout  # the premise: git's own words
     assert rebase.conflicted_files(stopped.value.stdout) == ["a b.py", "gone.py", "plain.py"]
 
+
 def test_skip_drops_the_conflicting_patch(env):
     root = make_repo(env, ["conflict", "clean"])
     assert run_cli(root, "rebase", "--onto", "1.1.0", env=env["env"]).returncode == 1
@@ -314,8 +342,11 @@ def test_status_during_a_rebase_says_where_it_stands(env):
     assert rebase.progress(root) is None
     rebase.start(root, "1.1.0", commit=NEW_COMMIT)
     data = rebase.progress(root)
-    assert (data["op"], data["stopped_at"], data["pending"]) == ("rebase --onto 1.1.0", "0002-conflict.patch",
-                                                                 ["0003-moved.patch"])
+    assert (data["op"], data["stopped_at"], data["pending"]) == (
+        "rebase --onto 1.1.0",
+        "0002-conflict.patch",
+        ["0003-moved.patch"],
+    )
     assert [(s["name"], s["verdict"]) for s in data["done"]] == [("0001-clean.patch", "clean")]
     assert (data["continue"], data["abort"]) == ("python build.py rebase --continue", "python build.py rebase --abort")
     assert data["text"] == (
@@ -323,7 +354,8 @@ def test_status_during_a_rebase_says_where_it_stands(env):
         "--continue`; `--skip` drops the patch; `python build.py rebase --abort` returns to the state before\n"
         "= 0001-clean.patch  clean\n"
         f"! 0002-conflict.patch  stopped: conflict in {RUNNER}\n"
-        "- 0003-moved.patch")
+        "- 0003-moved.patch"
+    )
 
 
 def test_a_step_killed_midway_is_shown_interrupted_and_redone_once_by_continue(env):
@@ -331,10 +363,16 @@ def test_a_step_killed_midway_is_shown_interrupted_and_redone_once_by_continue(e
     killed = run_cli(root, "rebase", "--onto", "1.1.0", env={**env["env"], "SGLPATCH_CRASH_AT": "rebase:applied"})
     assert killed.returncode == -9, killed.stderr
     data = rebase.progress(root)  # 0001 was applied in the work tree, its step not yet recorded
-    assert (data["done"], data["stopped_at"], data["pending"]) == ([], "0001-clean.patch",
-                                                                   ["0002-conflict.patch", "0003-moved.patch"])
-    assert data["text"].splitlines()[1:] == ["! 0001-clean.patch  interrupted", "- 0002-conflict.patch",
-                                             "- 0003-moved.patch"]
+    assert (data["done"], data["stopped_at"], data["pending"]) == (
+        [],
+        "0001-clean.patch",
+        ["0002-conflict.patch", "0003-moved.patch"],
+    )
+    assert data["text"].splitlines()[1:] == [
+        "! 0001-clean.patch  interrupted",
+        "- 0002-conflict.patch",
+        "- 0003-moved.patch",
+    ]
     resumed = run_cli(root, "rebase", "--continue", env=env["env"])
     assert resumed.returncode == 1 and "stopped at 0002-conflict.patch" in resumed.stdout, resumed.stderr
     assert [(s["name"], s["verdict"]) for s in rebase.progress(root)["done"]] == [("0001-clean.patch", "clean")]
@@ -365,9 +403,10 @@ def test_a_git_am_continue_that_fails_is_one_error_and_the_rebase_stays_resumabl
     hook.parent.mkdir(exist_ok=True)
     hook.write_text("#!/bin/sh\necho 'the hook says no' >&2\nexit 1\n")
     hook.chmod(0o755)
-    line = assert_one_line_error(run_cli(root, "rebase", "--continue", env=env["env"]),
-                                 "git am --continue failed for 0001-conflict.patch: a git hook refused it: "
-                                 "the hook says no")
+    line = assert_one_line_error(
+        run_cli(root, "rebase", "--continue", env=env["env"]),
+        "git am --continue failed for 0001-conflict.patch: a git hook refused it: the hook says no",
+    )
     assert line.endswith(f"fix or remove the hook in {hook.parent}, then `rebase --continue`")
     hook.unlink()
     done = run_cli(root, "rebase", "--continue", env=env["env"])
@@ -393,6 +432,7 @@ def test_continue_without_its_journal_is_one_error_and_abort_still_works(env):
     """The patches the rebase started from are there, its journal is not (or is damaged): never
     guessed, named. The twin: with the journal, the same --continue gets as far as the unresolved conflict."""
     from sglpatch.errors import UserError
+
     root = make_repo(env, ["clean", "conflict"])
     before = snapshot(root)
     rebase.start(root, "1.1.0", commit=NEW_COMMIT)
@@ -403,13 +443,17 @@ def test_continue_without_its_journal_is_one_error_and_abort_still_works(env):
     for action in ("continue", "skip"):
         with pytest.raises(UserError) as error:
             rebase.resume(root, action)
-        assert str(error.value) == (f"the rebase journal {journal} is missing: `python build.py rebase --abort` "
-                                    "returns to the state before the rebase")
+        assert str(error.value) == (
+            f"the rebase journal {journal} is missing: `python build.py rebase --abort` "
+            "returns to the state before the rebase"
+        )
     journal.write_text("{x")
     with pytest.raises(UserError) as error:
         rebase.resume(root, "continue")
-    assert str(error.value) == (f"the rebase journal {journal} is damaged: `python build.py rebase --abort` "
-                                "returns to the state before the rebase")
+    assert str(error.value) == (
+        f"the rebase journal {journal} is damaged: `python build.py rebase --abort` "
+        "returns to the state before the rebase"
+    )
     assert rebase.resume(root, "abort")["aborted"] and snapshot(root) == before
 
 
@@ -417,6 +461,7 @@ def test_a_patch_copy_changed_during_a_rebase_stops_it_named(env):
     """The rebase replays the copies it took at its start; one edited since is never applied. The
     twin: the untouched copy of the same series goes through."""
     from sglpatch.errors import UserError
+
     root = make_repo(env, ["conflict", "moved"])
     before = snapshot(root)
     rebase.start(root, "1.1.0", commit=NEW_COMMIT)
@@ -425,8 +470,10 @@ def test_a_patch_copy_changed_during_a_rebase_stops_it_named(env):
     copy.write_bytes(original.replace(b"line thirty", b"line 30 edited"))
     with pytest.raises(UserError) as error:
         rebase.resume(root, "skip")
-    assert str(error.value) == (f"{copy} is not the 0002-moved.patch the rebase started from: "
-                                "`rebase --abort` returns to the state before the rebase")
+    assert str(error.value) == (
+        f"{copy} is not the 0002-moved.patch the rebase started from: "
+        "`rebase --abort` returns to the state before the rebase"
+    )
     copy.write_bytes(original)
     assert verdicts(rebase.resume(root, "continue")) == {"conflict": "skipped", "moved": "merged"}
     assert snapshot(root) != before
@@ -434,13 +481,19 @@ def test_a_patch_copy_changed_during_a_rebase_stops_it_named(env):
 
 def test_a_rebase_killed_after_its_last_step_finishes_on_continue(env):
     root = make_repo(env, ["clean", "moved"])
-    killed = run_cli(root, "rebase", "--onto", "1.1.0", env={**env["env"], "SGLPATCH_CRASH_AT": "rebase:finished-work-tree"})
+    killed = run_cli(
+        root, "rebase", "--onto", "1.1.0", env={**env["env"], "SGLPATCH_CRASH_AT": "rebase:finished-work-tree"}
+    )
     assert killed.returncode == -9, killed.stderr
     data = rebase.progress(root)
     assert (data["stopped_at"], data["pending"]) == (None, [])
-    assert [(s["name"], s["verdict"]) for s in data["done"]] == [("0001-clean.patch", "clean"), ("0002-moved.patch", "merged")]
-    assert_one_line_error(run_cli(root, "rebase", "--skip", env=env["env"]),
-                          "the rebase is not stopped at a patch", "rebase --continue")
+    assert [(s["name"], s["verdict"]) for s in data["done"]] == [
+        ("0001-clean.patch", "clean"),
+        ("0002-moved.patch", "merged"),
+    ]
+    assert_one_line_error(
+        run_cli(root, "rebase", "--skip", env=env["env"]), "the rebase is not stopped at a patch", "rebase --continue"
+    )
     result = run_cli(root, "rebase", "--continue", "--json", env=env["env"])
     assert result.returncode == 0, result.stderr
     assert verdicts(json.loads(result.stdout)) == {"clean": "clean", "moved": "merged"}
@@ -454,26 +507,38 @@ def test_a_patch_upstream_made_with_other_context_merges_to_no_change_and_is_dro
     """1.2.0 has our line 30 and a changed line 27, so the patch does not reverse-apply, yet the
     three-way merge leaves nothing to commit: obsolete, named by what happened. The twin: 1.1.0,
     where the same patch merges with a change."""
-    env["index"].publish("sglang-1.2.0.tar.gz", sdist_bytes("1.2.0", {
-        **V1, RUNNER: V1[RUNNER].replace("line 30\n", "line thirty\n").replace("line 27\n", "line 27 upstream\n")}))
+    env["index"].publish(
+        "sglang-1.2.0.tar.gz",
+        sdist_bytes(
+            "1.2.0",
+            {**V1, RUNNER: V1[RUNNER].replace("line 30\n", "line thirty\n").replace("line 27\n", "line 27 upstream\n")},
+        ),
+    )
     root = make_repo(env, ["clean", "moved"])
     assert verdicts(rebase.start(root, "1.1.0", dry_run=True)) == {"clean": "clean", "moved": "merged"}
     report = rebase.start(root, "1.2.0", commit=NEW_COMMIT)
     (moved,) = [p for p in report["patches"] if p["name"] == "0002-moved.patch"]
     assert (moved["verdict"], moved["detail"], moved["files"]) == (
-        "obsolete", "merges to no change on SGLang 1.2.0", [RUNNER])
+        "obsolete",
+        "merges to no change on SGLang 1.2.0",
+        [RUNNER],
+    )
     assert read_series_names(root) == ["0001-clean.patch"]
     assert "0002-moved.patch (upstreamed in 1.2.0)" in (root / "CHANGELOG.md").read_text()
 
 
 def test_a_conflict_in_a_file_upstream_moved_names_both_paths(env):
-    env["index"].publish("sglang-1.3.0.tar.gz", sdist_bytes("1.3.0", {
-        **{k: v for k, v in V2.items() if k != RUNNER}, MOVED_RUNNER: V2[RUNNER]}))
+    env["index"].publish(
+        "sglang-1.3.0.tar.gz",
+        sdist_bytes("1.3.0", {**{k: v for k, v in V2.items() if k != RUNNER}, MOVED_RUNNER: V2[RUNNER]}),
+    )
     root = make_repo(env, ["conflict"])
     (patch,) = rebase.start(root, "1.3.0", dry_run=True)["patches"]
     assert (patch["verdict"], patch["detail"], patch["files"]) == (
-        "conflict", f"three-way merge stopped in {MOVED_RUNNER}; {RUNNER} moved to {MOVED_RUNNER} upstream",
-        [MOVED_RUNNER])
+        "conflict",
+        f"three-way merge stopped in {MOVED_RUNNER}; {RUNNER} moved to {MOVED_RUNNER} upstream",
+        [MOVED_RUNNER],
+    )
 
 
 def test_a_rebase_passes_its_named_step_boundaries_in_order(env, tmp_path, monkeypatch):
@@ -486,15 +551,31 @@ def test_a_rebase_passes_its_named_step_boundaries_in_order(env, tmp_path, monke
     root = make_repo(env, ["clean", "conflict"])
     rebase.start(root, "1.1.0", commit=NEW_COMMIT)
     assert listing.read_text().split()[3:] == [
-        "journal:rebase", "rebase:state", "rebase:on-new-base",
-        "rebase:state", "rebase:state", "rebase:applied", "rebase:state",
-        "rebase:state", "rebase:applied", "rebase:state"]
+        "journal:rebase",
+        "rebase:state",
+        "rebase:on-new-base",
+        "rebase:state",
+        "rebase:state",
+        "rebase:applied",
+        "rebase:state",
+        "rebase:state",
+        "rebase:applied",
+        "rebase:state",
+    ]
     listing.unlink()
     report = rebase.resume(root, "skip")
     assert [(p["verdict"], p["detail"]) for p in report["patches"]][-1] == ("skipped", "dropped by the maintainer")
     assert listing.read_text().split() == [
-        "rebase:state", "rebase:finished-work-tree", "journal:committing", "file:CHANGELOG.md",
-        "file:patches/0002-conflict.patch", "file:patches/series", "file:upstream.toml", "gitlink", "journal:cleared"]
+        "rebase:state",
+        "rebase:finished-work-tree",
+        "journal:committing",
+        "file:CHANGELOG.md",
+        "file:patches/0002-conflict.patch",
+        "file:patches/series",
+        "file:upstream.toml",
+        "gitlink",
+        "journal:cleared",
+    ]
 
 
 def test_the_cli_pins_the_commit_it_is_given_and_none_without(env):
@@ -516,9 +597,11 @@ def test_a_rebase_killed_before_its_first_step_shows_nothing_pending_and_continu
     assert killed.returncode == -9, killed.stderr
     data = rebase.progress(root)  # the journal names the rebase; no step has begun
     assert (data["op"], data["done"], data["stopped_at"], data["pending"]) == ("rebase --onto 1.1.0", [], None, [])
-    assert_one_line_error(run_cli(root, "rebase", "--continue", env=env["env"]),
-                          "`rebase --onto 1.1.0` was interrupted before its first step; the line is as it was before it",
-                          "rerun `python build.py rebase --onto 1.1.0`")
+    assert_one_line_error(
+        run_cli(root, "rebase", "--continue", env=env["env"]),
+        "`rebase --onto 1.1.0` was interrupted before its first step; the line is as it was before it",
+        "rerun `python build.py rebase --onto 1.1.0`",
+    )
     assert rebase.progress(root) is None and snapshot(root) == before
 
 
@@ -529,8 +612,10 @@ def test_a_head_that_is_no_resolution_of_the_stopped_patch_is_refused_with_the_w
     before = work.head.commit.hexsha
     work.git.am("--abort")
     commit_files(work, {OTHER: "VALUE = 'unrelated'\n"}, "an unrelated commit")
-    line = assert_one_line_error(run_cli(root, "rebase", "--continue", env=env["env"]),
-                                 f"not a resolution of 0002-conflict.patch on top of {before[:12]}")
+    line = assert_one_line_error(
+        run_cli(root, "rebase", "--continue", env=env["env"]),
+        f"not a resolution of 0002-conflict.patch on top of {before[:12]}",
+    )
     assert "('an unrelated commit')" in line and "put HEAD back, `rebase --skip`, or `rebase --abort`" in line
 
 
@@ -540,8 +625,9 @@ def test_a_conflicting_plain_diff_stops_as_a_conflict_not_a_header_refusal(env):
     is test_a_mail_header_git_am_refuses_is_named_by_a_dry_run_not_called_a_conflict."""
     root = make_repo(env, ["conflict"])
     patch = root / "patches" / "0001-conflict.patch"
-    patch.write_text("".join(line for line in patch.read_text().splitlines(keepends=True)
-                             if not line.startswith("index ")))
+    patch.write_text(
+        "".join(line for line in patch.read_text().splitlines(keepends=True) if not line.startswith("index "))
+    )
     commit_project(root, OLD_COMMIT)
     (verdict,) = rebase.start(root, "1.1.0", dry_run=True)["patches"]
     assert (verdict["verdict"], verdict["files"]) == ("conflict", [RUNNER])
@@ -575,7 +661,10 @@ def test_the_end_of_a_rebase_over_a_non_utf8_changelog_is_one_line_and_resumable
     assert run_cli(root, "rebase", "--onto", "1.1.0", env=env["env"]).returncode == 1
     changelog = root / "CHANGELOG.md"
     changelog.write_bytes(changelog.read_bytes() + b"\xff\n")
-    assert_one_line_error(run_cli(root, "rebase", "--skip", env=env["env"]), f"{changelog} is not UTF-8 text: save it as UTF-8, then rerun `rebase --continue`")
+    assert_one_line_error(
+        run_cli(root, "rebase", "--skip", env=env["env"]),
+        f"{changelog} is not UTF-8 text: save it as UTF-8, then rerun `rebase --continue`",
+    )
     changelog.write_bytes(changelog.read_bytes().replace(b"\xff", b""))
     done = run_cli(root, "rebase", "--continue", env=env["env"])
     assert done.returncode == 0, done.stderr
@@ -585,13 +674,17 @@ def test_the_end_of_a_rebase_over_a_non_utf8_changelog_is_one_line_and_resumable
 def test_commits_added_by_hand_after_the_last_step_are_refused_and_abort_restores(env):
     root = make_repo(env, ["clean", "moved"])
     before = snapshot(root)
-    killed = run_cli(root, "rebase", "--onto", "1.1.0", env={**env["env"], "SGLPATCH_CRASH_AT": "rebase:finished-work-tree"})
+    killed = run_cli(
+        root, "rebase", "--onto", "1.1.0", env={**env["env"], "SGLPATCH_CRASH_AT": "rebase:finished-work-tree"}
+    )
     assert killed.returncode == -9, killed.stderr
     work = root / "build" / "src"
     commit_files(git.Repo(work), {OTHER: "VALUE = 'by hand'\n"}, "a commit the journal does not know")
-    assert_one_line_error(run_cli(root, "rebase", "--continue", env=env["env"]),
-                          f"the commits in {work} do not match the rebase's journal (3 commits above SGLang 1.1.0, "
-                          "2 patches kept)", "`rebase --abort` returns to the state before the rebase")
+    assert_one_line_error(
+        run_cli(root, "rebase", "--continue", env=env["env"]),
+        f"the commits in {work} do not match the rebase's journal (3 commits above SGLang 1.1.0, 2 patches kept)",
+        "`rebase --abort` returns to the state before the rebase",
+    )
     assert run_cli(root, "rebase", "--abort", env=env["env"]).returncode == 0
     assert snapshot(root) == before
 
@@ -599,34 +692,50 @@ def test_commits_added_by_hand_after_the_last_step_are_refused_and_abort_restore
 def test_a_rebase_that_drops_every_patch_logs_that_it_kept_none(env):
     root = make_repo(env, ["textual"])
     rebase.start(root, "1.1.0", commit=NEW_COMMIT)
-    assert ("- Rebased onto SGLang 1.1.0: kept none; dropped 0001-textual.patch (upstreamed in 1.1.0)"
-            in (root / "CHANGELOG.md").read_text())
+    assert (
+        "- Rebased onto SGLang 1.1.0: kept none; dropped 0001-textual.patch (upstreamed in 1.1.0)"
+        in (root / "CHANGELOG.md").read_text()
+    )
     assert read_series_names(root) == []
 
 
 def test_the_text_report_of_each_outcome():
     row = {"detail": "", "files": [], "file_verdicts": []}
-    done = {"onto": "1.1.0", "patches": [{**row, "name": "a.p", "verdict": "clean"},
-                                         {**row, "name": "b.p", "verdict": "obsolete", "detail": "already in"}]}
-    assert rebase.format_report(done) == ("rebase onto SGLang 1.1.0\n"
-                                          "patch  verdict   detail\n"
-                                          "a.p    clean     \n"
-                                          "b.p    obsolete  already in")
+    done = {
+        "onto": "1.1.0",
+        "patches": [
+            {**row, "name": "a.p", "verdict": "clean"},
+            {**row, "name": "b.p", "verdict": "obsolete", "detail": "already in"},
+        ],
+    }
+    assert rebase.format_report(done) == (
+        "rebase onto SGLang 1.1.0\npatch  verdict   detail\na.p    clean     \nb.p    obsolete  already in"
+    )
     assert rebase.format_report({**done, "dry_run": True}).startswith(
-        "rebase onto SGLang 1.1.0 (dry run: nothing changed)\npatch  verdict")
-    assert rebase.format_report({"onto": "1.1.0", "aborted": True}) == "rebase onto 1.1.0 aborted; everything is as before"
+        "rebase onto SGLang 1.1.0 (dry run: nothing changed)\npatch  verdict"
+    )
+    assert (
+        rebase.format_report({"onto": "1.1.0", "aborted": True}) == "rebase onto 1.1.0 aborted; everything is as before"
+    )
     stop = {"patch": "b.p", "work_tree": "/w", "command": "python build.py rebase", "files": ["x.py", "gone.py"]}
-    conflict = {"onto": "1.1.0", "stopped": {**stop, "kind": "conflict"}, "patches": [
-        {**row, "name": "b.p", "verdict": "conflict", "detail": "three-way merge stopped in x.py, gone.py"}]}
+    conflict = {
+        "onto": "1.1.0",
+        "stopped": {**stop, "kind": "conflict"},
+        "patches": [
+            {**row, "name": "b.p", "verdict": "conflict", "detail": "three-way merge stopped in x.py, gone.py"}
+        ],
+    }
     assert rebase.format_report(conflict).splitlines()[-2:] == [
         "stopped at b.p: conflict in x.py, gone.py (markers in /w)",
         "resolve the files, then `python build.py rebase --continue`; or `--skip` to drop this patch; "
-        "or `--abort` to undo the rebase"]
+        "or `--abort` to undo the rebase",
+    ]
     deleted = {"path": "gone.py", "verdict": "deleted", "detail": "", "hunks": []}
     conflict["patches"][0]["file_verdicts"] = [deleted]
     assert rebase.format_report(conflict).splitlines()[-2] == (
         "stopped at b.p: conflict in x.py (markers in /w); gone.py deleted upstream: port the change to where the "
-        "code went, or leave it out (unless you `git add` it, --continue does not bring the file back)")
+        "code went, or leave it out (unless you `git add` it, --continue does not bring the file back)"
+    )
     suspect = {**conflict, "stopped": {**stop, "kind": "suspect"}}
     report = rebase.format_report(suspect).splitlines()
     assert report[:2] == ["rebase onto SGLang 1.1.0", "patch  verdict   detail"]  # the table, then the stop
@@ -634,14 +743,22 @@ def test_the_text_report_of_each_outcome():
         "stopped at b.p: it merged, but what it uses may be gone (see above)",
         "fix it in /w (amend the commit, or leave the edits: --continue folds them in), then "
         "`python build.py rebase --continue` to accept it; or `--skip` to drop this patch; or `--abort` to undo the "
-        "rebase"]
+        "rebase",
+    ]
     # what "see above" points at: a suspect patch's files, hunk by hunk; the twin: a clean one lists none
     hunk = {"verdict": "suspect", "detail": "", "old_start": 3}
-    suspect_row = {**row, "name": "b.p", "verdict": "suspect", "detail": "merged, but x.py uses old_name",
-                   "file_verdicts": [{"path": "x.py", "verdict": "suspect", "detail": "", "hunks": [hunk]}]}
+    suspect_row = {
+        **row,
+        "name": "b.p",
+        "verdict": "suspect",
+        "detail": "merged, but x.py uses old_name",
+        "file_verdicts": [{"path": "x.py", "verdict": "suspect", "detail": "", "hunks": [hunk]}],
+    }
     assert "    x.py: suspect (1 suspect)" in rebase.format_report({**suspect, "patches": [suspect_row]}).splitlines()
-    assert "    x.py: suspect (1 suspect)" not in rebase.format_report(
-        {**done, "patches": [{**suspect_row, "verdict": "clean"}]}).splitlines()
+    assert (
+        "    x.py: suspect (1 suspect)"
+        not in rebase.format_report({**done, "patches": [{**suspect_row, "verdict": "clean"}]}).splitlines()
+    )
 
 
 def test_continue_verifies_the_pinned_release_it_compares_against(env):
@@ -652,8 +769,10 @@ def test_continue_verifies_the_pinned_release_it_compares_against(env):
     assert_one_line_error(run_cli(root, "rebase", "--continue", env=env["env"]), "conflict markers remain")
     artifact = Path(env["env"]["SGLPATCH_CACHE"]) / "artifacts" / "sglang-1.0.0.tar.gz"
     artifact.write_bytes(artifact.read_bytes() + b"tampered")
-    assert_one_line_error(run_cli(root, "rebase", "--continue", env=env["env"]),
-                          "checksum mismatch for sglang-1.0.0.tar.gz: upstream.toml says")
+    assert_one_line_error(
+        run_cli(root, "rebase", "--continue", env=env["env"]),
+        "checksum mismatch for sglang-1.0.0.tar.gz: upstream.toml says",
+    )
 
 
 def test_a_git_killed_during_the_upstreamed_check_interrupts_the_rebase(env, tmp_path, monkeypatch):
@@ -692,8 +811,13 @@ def test_dry_run_reports_all_verdicts_and_changes_nothing(env):
     root = make_repo(env, ["clean", "conflict", "moved", "textual", "semantic"])
     before = snapshot(root)
     report = rebase.start(root, "1.1.0", dry_run=True)
-    assert verdicts(report) == {"clean": "clean", "conflict": "conflict", "moved": "merged",
-                                "textual": "obsolete", "semantic": "obsolete"}
+    assert verdicts(report) == {
+        "clean": "clean",
+        "conflict": "conflict",
+        "moved": "merged",
+        "textual": "obsolete",
+        "semantic": "obsolete",
+    }
     assert snapshot(root) == before
     assert not (root / "build").exists()
 
@@ -724,8 +848,12 @@ def test_each_file_of_a_patch_gets_its_own_verdict_whatever_its_name_holds(tmp_p
     rows = "".join(f"row {i}\n" for i in range(1, 21))
     repo.git.checkout("--quiet", "--detach", base)
     start = commit_files(repo, {spaced: rows, plain: rows}, "two files")
-    patch = patch_text(repo, start, {spaced: rows.replace("row 10\n", "row ten\n"),
-                                     plain: rows.replace("row 3\n", "row three\n")}, message("two files"))
+    patch = patch_text(
+        repo,
+        start,
+        {spaced: rows.replace("row 10\n", "row ten\n"), plain: rows.replace("row 3\n", "row three\n")},
+        message("two files"),
+    )
     commit_files(repo, {spaced: rows.replace("row 10\n", "upstream's ten\n")}, "upstream rewrites row 10")
     verdicts = {f.path: f.verdict for f in hunks.verdicts(repo, patch)}
     assert verdicts == {spaced: "merged", plain: "clean"}  # merged: until git's three-way merge says more
@@ -751,9 +879,12 @@ def test_a_mail_header_git_am_refuses_is_named_by_a_dry_run_not_called_a_conflic
     patch.write_text(re.sub(r"(?m)^Date: .*$", "Date: not a date", good))
     git.Repo(root).git.commit("-qam", "a bad date")
     before = snapshot(root)
-    line = assert_one_line_error(run_cli(root, "rebase", "--onto", "1.1.0", "--dry-run", env=env["env"]),
-                                 "patches/0002-moved.patch: git am refuses its mail header",
-                                 "invalid date format: not a date", "fix the From:/Date: header")
+    line = assert_one_line_error(
+        run_cli(root, "rebase", "--onto", "1.1.0", "--dry-run", env=env["env"]),
+        "patches/0002-moved.patch: git am refuses its mail header",
+        "invalid date format: not a date",
+        "fix the From:/Date: header",
+    )
     assert "conflict" not in line and snapshot(root) == before
     patch.write_text(good)
     assert verdicts(rebase.start(root, "1.1.0", dry_run=True)) == {"clean": "clean", "moved": "merged"}
@@ -766,12 +897,13 @@ def test_a_hook_that_refuses_the_three_way_am_is_named_not_taken_for_a_mail_head
     assert run_cli(root, "prepare", env=env["env"]).returncode == 0
     hook = root / "build" / "src" / ".git" / "hooks" / "pre-applypatch"
     hook.parent.mkdir(exist_ok=True)
-    hook.write_text(f"#!/bin/sh\n[ \"$(git symbolic-ref --short HEAD)\" = {rebase.REBASE_BRANCH} ] || exit 0\nexit 1\n")
+    hook.write_text(f'#!/bin/sh\n[ "$(git symbolic-ref --short HEAD)" = {rebase.REBASE_BRANCH} ] || exit 0\nexit 1\n')
     hook.chmod(0o755)
     before = snapshot(root)
-    line = assert_one_line_error(run_cli(root, "rebase", "--onto", "1.1.0", env=env["env"]),
-                                 "patches/0001-clean.patch: git am stopped although the diff applies "
-                                 "(a git hook refused it: without a word)")
+    line = assert_one_line_error(
+        run_cli(root, "rebase", "--onto", "1.1.0", env=env["env"]),
+        "patches/0001-clean.patch: git am stopped although the diff applies (a git hook refused it: without a word)",
+    )
     assert line.endswith(f"fix or remove the hook in {hook.parent}, then rerun") and "header" not in line
     assert snapshot(root) == before
     hook.unlink()
@@ -790,6 +922,7 @@ def test_bad_targets_are_one_line_errors(env):
 
 # ---------------------------------------------------------------- lines
 
+
 def add_line(root: Path, env, name: str = "next") -> Path:
     result = run_cli(root, "lines", "--add", name, env=env["env"])
     assert result.returncode == 0, result.stderr
@@ -799,10 +932,10 @@ def add_line(root: Path, env, name: str = "next") -> Path:
 def test_a_line_rebases_on_its_own_and_production_stays(env):
     root = make_repo(env, ["clean", "moved", "textual"])
     line = add_line(root, env)
-    production = {k: v for k, v in snapshot(root).items()
-                  if not k.startswith("lines/") and k != "CHANGELOG.md"}
-    result = run_cli(root, "--line", "next", "rebase", "--onto", "1.1.0", "--commit", NEW_COMMIT, "--json",
-                     env=env["env"])
+    production = {k: v for k, v in snapshot(root).items() if not k.startswith("lines/") and k != "CHANGELOG.md"}
+    result = run_cli(
+        root, "--line", "next", "rebase", "--onto", "1.1.0", "--commit", NEW_COMMIT, "--json", env=env["env"]
+    )
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
     assert report["line"] == "next"
@@ -813,24 +946,27 @@ def test_a_line_rebases_on_its_own_and_production_stays(env):
     assert "@@ -32," in (line / "patches" / "0002-moved.patch").read_text()
     assert PatchQueue(line).applied_names() == ["0001-clean.patch", "0002-moved.patch"]
     # production did not: pin, series, patches, gitlink (the line has no submodule of its own)
-    assert {k: v for k, v in snapshot(root).items()
-            if not k.startswith("lines/") and k != "CHANGELOG.md"} == production
+    assert {k: v for k, v in snapshot(root).items() if not k.startswith("lines/") and k != "CHANGELOG.md"} == production
     assert OLD_COMMIT in git.Repo(root).git.ls_files("--stage", "upstream")
     assert not (root / "build").exists()
     # one changelog for the repository, naming the line
-    assert ("Rebased the next line onto SGLang 1.1.0: kept 0001-clean.patch, 0002-moved.patch; "
-            "dropped 0003-textual.patch") in (root / "CHANGELOG.md").read_text()
+    assert (
+        "Rebased the next line onto SGLang 1.1.0: kept 0001-clean.patch, 0002-moved.patch; dropped 0003-textual.patch"
+    ) in (root / "CHANGELOG.md").read_text()
     assert not (line / "CHANGELOG.md").exists()
     listing = json.loads(run_cli(root, "lines", "--json", env=env["env"]).stdout)["lines"]
     assert [(r["line"], r["upstream"], r["version"]) for r in listing] == [
-        ("production", "1.0.0", "1.0.0+kimi.3"), ("next", "1.1.0", "1.1.0+kimi.1")]
+        ("production", "1.0.0", "1.0.0+kimi.3"),
+        ("next", "1.1.0", "1.1.0+kimi.1"),
+    ]
 
 
 def test_a_bare_line_pins_any_release_and_carries_nothing_of_another_line(env):
     env["index"].publish("sglang-1.2.0.tar.gz", sdist_bytes("1.2.0", {**V2, OTHER: "VALUE = 2\n"}))
     root = make_repo(env, ["clean", "moved"])
-    (root / "upstream.toml").write_text((root / "upstream.toml").read_text()
-                                        + '\n[series.accepted]\n"Some.finding" = "production only"\n')
+    (root / "upstream.toml").write_text(
+        (root / "upstream.toml").read_text() + '\n[series.accepted]\n"Some.finding" = "production only"\n'
+    )
     git.Repo(root).git.commit("-qam", "production accepts a finding")
     changelog = (root / "CHANGELOG.md").read_text()
     result = run_cli(root, "lines", "--add", "exp", "--bare", "--release", "1.1.0", env=env["env"])
@@ -840,16 +976,29 @@ def test_a_bare_line_pins_any_release_and_carries_nothing_of_another_line(env):
     assert (pin.version, pin.series_local, pin.series_release) == ("1.1.0", "exp", 1)
     assert (pin.required_checks, pin.accepted, pin.changelog) == ((), (), False)
     assert [a.kind for a in pin.artifacts] == ["sdist"]
-    assert pin.artifact("sdist").sha256 == hashlib.sha256(
-        env["index"].files["sglang-1.1.0.tar.gz"]).hexdigest()
+    assert pin.artifact("sdist").sha256 == hashlib.sha256(env["index"].files["sglang-1.1.0.tar.gz"]).hexdigest()
     assert read_series_names(line) == []
-    assert run_cli(root, "--line", "exp", "log", env=env["env"]).stdout.rstrip().endswith(
-        "lines --add exp --bare --release 1.1.0")
+    assert (
+        run_cli(root, "--line", "exp", "log", env=env["env"])
+        .stdout.rstrip()
+        .endswith("lines --add exp --bare --release 1.1.0")
+    )
     # it works as a line: prepare, a patch of its own, a rebase that leaves CHANGELOG.md alone
     assert run_cli(root, "--line", "exp", "prepare", env=env["env"]).returncode == 0
     (line / "build" / "src" / KIMI).write_text("class KimiK25:\n    pass\n")
-    assert run_cli(root, "--line", "exp", "new", "0001-mine", "-m", "mine\n\nUpstream-Status: Pending\n"
-                   "Drop-When: upstream>=9\n", env=env["env"]).returncode == 0
+    assert (
+        run_cli(
+            root,
+            "--line",
+            "exp",
+            "new",
+            "0001-mine",
+            "-m",
+            "mine\n\nUpstream-Status: Pending\nDrop-When: upstream>=9\n",
+            env=env["env"],
+        ).returncode
+        == 0
+    )
     git.Repo(root).git.add("--all")
     git.Repo(root).git.commit("-qm", "the exp line")
     result = run_cli(root, "--line", "exp", "rebase", "--onto", "1.2.0", env=env["env"])
@@ -857,8 +1006,9 @@ def test_a_bare_line_pins_any_release_and_carries_nothing_of_another_line(env):
     assert read_pin(line).version == "1.2.0" and read_series_names(line) == ["0001-mine.patch"]
     assert (root / "CHANGELOG.md").read_text() == changelog, "a bare line keeps out of the CHANGELOG"
     # the twin: the maintainer turns the entries on, and the next rebase writes one
-    (line / "upstream.toml").write_text((line / "upstream.toml").read_text().replace(
-        "changelog = false", "changelog = true"))
+    (line / "upstream.toml").write_text(
+        (line / "upstream.toml").read_text().replace("changelog = false", "changelog = true")
+    )
     git.Repo(root).git.commit("-qam", "exp writes the changelog")
     env["index"].publish("sglang-1.3.0.tar.gz", sdist_bytes("1.3.0", {**V2, OTHER: "VALUE = 2\n"}))
     assert run_cli(root, "--line", "exp", "rebase", "--onto", "1.3.0", env=env["env"]).returncode == 0
@@ -869,24 +1019,34 @@ def test_a_bare_line_without_release_takes_the_source_lines_and_logs_it(env):
     root = make_repo(env, ["clean"])
     assert run_cli(root, "lines", "--add", "exp", "--bare", env=env["env"]).returncode == 0
     assert read_pin(line_dir(root, "exp")).version == "1.0.0"
-    assert run_cli(root, "--line", "exp", "log", env=env["env"]).stdout.rstrip().endswith(
-        "lines --add exp --bare --release 1.0.0")
+    assert (
+        run_cli(root, "--line", "exp", "log", env=env["env"])
+        .stdout.rstrip()
+        .endswith("lines --add exp --bare --release 1.0.0")
+    )
 
 
 def test_bad_bare_line_input_is_one_line(env):
     root = make_repo(env, ["clean"])
-    assert_one_line_error(run_cli(root, "lines", "--add", "exp", "--release", "1.1.0", env=env["env"]),
-                          "--release pins a bare line only: add --bare, or copy the line and move it with "
-                          "`rebase --onto 1.1.0`")
-    assert_one_line_error(run_cli(root, "lines", "--add", "exp", "--bare", "--release", "7.7.7", env=env["env"]),
-                          "7.7.7 is not on the package index")
+    assert_one_line_error(
+        run_cli(root, "lines", "--add", "exp", "--release", "1.1.0", env=env["env"]),
+        "--release pins a bare line only: add --bare, or copy the line and move it with `rebase --onto 1.1.0`",
+    )
+    assert_one_line_error(
+        run_cli(root, "lines", "--add", "exp", "--bare", "--release", "7.7.7", env=env["env"]),
+        "7.7.7 is not on the package index",
+    )
     assert_one_line_error(run_cli(root, "lines", "--bare", env=env["env"]), "go with --add")
     # an index (a broken mirror) whose listing gives a sha256 that is not one: the pin it would write is named
     listing = env["index"].directory / "simple" / "sglang" / "index.html"
-    listing.write_text(listing.read_text().replace(hashlib.sha256(env["index"].files["sglang-1.1.0.tar.gz"]).hexdigest(),
-                                                   "abc123"))
-    assert_one_line_error(run_cli(root, "lines", "--add", "exp", "--bare", "--release", "1.1.0", env=env["env"]),
-                          "lines/exp/upstream.toml", "[upstream.artifacts.sdist] sha256: 'abc123' is not 64 hex digits")
+    listing.write_text(
+        listing.read_text().replace(hashlib.sha256(env["index"].files["sglang-1.1.0.tar.gz"]).hexdigest(), "abc123")
+    )
+    assert_one_line_error(
+        run_cli(root, "lines", "--add", "exp", "--bare", "--release", "1.1.0", env=env["env"]),
+        "lines/exp/upstream.toml",
+        "[upstream.artifacts.sdist] sha256: 'abc123' is not 64 hex digits",
+    )
     assert not (root / "lines" / "exp").exists()
 
 
@@ -935,15 +1095,22 @@ def test_a_file_upstream_deleted_comes_back_only_when_the_maintainer_stages_it(e
 
 def test_bad_line_names_are_one_line_errors(env):
     root = make_repo(env, ["clean"])
-    assert_one_line_error(run_cli(root, "--line", "nope", "status", env=env["env"]),
-                          "unknown line 'nope'", "known lines: production")
-    assert_one_line_error(run_cli(root, "lines", "--add", "Bad Name", env=env["env"]), "cannot name a line: use lower-case letters, digits and '-', starting with a letter (not build, dist, patches, production")
+    assert_one_line_error(
+        run_cli(root, "--line", "nope", "status", env=env["env"]), "unknown line 'nope'", "known lines: production"
+    )
+    assert_one_line_error(
+        run_cli(root, "lines", "--add", "Bad Name", env=env["env"]),
+        "cannot name a line: use lower-case letters, digits and '-', starting with a letter (not build, dist, patches, production",
+    )
     assert_one_line_error(run_cli(root, "lines", "--add", "build", env=env["env"]), "cannot name a line")
     add_line(root, env)
-    assert_one_line_error(run_cli(root, "lines", "--add", "next", env=env["env"]),
-                          "lines/next already exists: pick another name, or remove it (`git rm -r lines/next`)")
-    assert_one_line_error(run_cli(root, "lines", "--add", "other", "--from", "nope", env=env["env"]),
-                          "unknown line 'nope'")
+    assert_one_line_error(
+        run_cli(root, "lines", "--add", "next", env=env["env"]),
+        "lines/next already exists: pick another name, or remove it (`git rm -r lines/next`)",
+    )
+    assert_one_line_error(
+        run_cli(root, "lines", "--add", "other", "--from", "nope", env=env["env"]), "unknown line 'nope'"
+    )
     assert not (root / "lines" / "other").exists()
 
 
@@ -976,7 +1143,8 @@ def test_rehearse_dry_runs_every_line_onto_every_newer_release(env):
     assert production["from"] == "1.0.0" and [r["onto"] for r in production["releases"]] == ["1.1.0", "1.2.0"]
     assert [verdicts(r) for r in production["releases"]] == [
         {"clean": "clean", "conflict": "conflict", "textual": "obsolete"},
-        {"clean": "obsolete", "conflict": "conflict", "textual": "obsolete"}]
+        {"clean": "obsolete", "conflict": "conflict", "textual": "obsolete"},
+    ]
     assert lines["next"]["from"] == "1.1.0" and [r["onto"] for r in lines["next"]["releases"]] == ["1.2.0"]
     assert snapshot(root) == before, "a rehearsal changes nothing"
     result = run_cli(root, "--line", "next", "rehearse", "1.0.0", "1.2.0", env=env["env"])
@@ -984,9 +1152,11 @@ def test_rehearse_dry_runs_every_line_onto_every_newer_release(env):
     text = result.stdout
     assert "next: dry run onto SGLang 1.2.0: cached" in result.stderr, "the same dry run again: from the cache"
     # 1.0.0 is older than the line's pin: left out
-    assert text == ("next line: SGLang 1.1.0 -> each newer release (dry runs)\n"
-                    "patch             1.2.0\n"
-                    "0001-clean.patch  obsolete\n")
+    assert text == (
+        "next line: SGLang 1.1.0 -> each newer release (dry runs)\n"
+        "patch             1.2.0\n"
+        "0001-clean.patch  obsolete\n"
+    )
     # the twin: a changed patch is a new series, so its dry run runs again
     patch = line_dir(root, "next") / "patches" / "0001-clean.patch"
     patch.write_text(patch.read_text().replace("Why this change exists.", "Why it exists."))
@@ -996,6 +1166,7 @@ def test_rehearse_dry_runs_every_line_onto_every_newer_release(env):
 
 def test_the_scheduled_rehearsal_runs_the_rehearse_command():
     import yaml
+
     data = yaml.safe_load((REPO_ROOT / ".github" / "workflows" / "rehearse.yml").read_text())
     assert "schedule" in data[True] and "workflow_dispatch" in data[True]  # YAML 1.1: on -> True
     steps = " ".join(str(s.get("run", "")) for s in data["jobs"]["rehearse"]["steps"])
@@ -1007,9 +1178,11 @@ def test_the_scheduled_rehearsal_runs_the_rehearse_command():
 
 HELPER = "python/sglang/srt/helper.py"
 MOVED_HELPER = "python/sglang/srt/utils/helper.py"
-HELPER_V1 = ("class Helper:\n    def __init__(self):\n        self.ready = True\n\n    def old_name(self):\n"
-             "        return 1\n" + "".join(f"    # pad {i}\n" for i in range(10)) + "\n    def keep(self):\n"
-             "        return 2\n")
+HELPER_V1 = (
+    "class Helper:\n    def __init__(self):\n        self.ready = True\n\n    def old_name(self):\n"
+    "        return 1\n" + "".join(f"    # pad {i}\n" for i in range(10)) + "\n    def keep(self):\n"
+    "        return 2\n"
+)
 USES_OLD_NAME = HELPER_V1 + "\n    def use(self):\n        return self.old_name()\n"
 
 
@@ -1017,17 +1190,21 @@ def suspect_project(env, tmp_path) -> Path:
     """A line on 2.0.0 whose one patch calls Helper.old_name; 2.1.0 renames it, 2.2.0 keeps it."""
     files = {**V1, HELPER: HELPER_V1}
     sha = env["index"].publish("sglang-2.0.0.tar.gz", sdist_bytes("2.0.0", files))
-    env["index"].publish("sglang-2.1.0.tar.gz", sdist_bytes("2.1.0", {
-        **files, HELPER: HELPER_V1.replace("def old_name", "def new_name")}))
-    env["index"].publish("sglang-2.2.0.tar.gz", sdist_bytes("2.2.0", {
-        **files, HELPER: HELPER_V1.replace("return 1", "return 11")}))
+    env["index"].publish(
+        "sglang-2.1.0.tar.gz",
+        sdist_bytes("2.1.0", {**files, HELPER: HELPER_V1.replace("def old_name", "def new_name")}),
+    )
+    env["index"].publish(
+        "sglang-2.2.0.tar.gz", sdist_bytes("2.2.0", {**files, HELPER: HELPER_V1.replace("return 1", "return 11")})
+    )
     upstream, base = make_upstream(tmp_path / "upstream-2", files)
     root = tmp_path / "suspect-project"
     (root / "patches").mkdir(parents=True)
     (root / "upstream.toml").write_text(pin_text("2.0.0", sha))
     (root / "CHANGELOG.md").write_text("# Changelog\n\n## [Unreleased]\n")
     (root / "patches" / "0001-use.patch").write_text(
-        patch_text(upstream, base, {HELPER: USES_OLD_NAME}, message("helper: use old_name", drop=NEVER)))
+        patch_text(upstream, base, {HELPER: USES_OLD_NAME}, message("helper: use old_name", drop=NEVER))
+    )
     (root / "patches" / "series").write_text("0001-use.patch\n")
     (root / ".gitignore").write_text("/build/\n")
     commit_project(root, OLD_COMMIT)
@@ -1059,9 +1236,11 @@ def test_a_clean_merge_that_calls_a_method_upstream_renamed_is_suspect(env, tmp_
 
 
 METHODS = [f"m{i}" for i in range(1, 5)]
-HELPER_MANY = ("class Helper:\n    def __init__(self):\n        self.ready = True\n\n"
-               + "".join(f"    def {m}(self):\n        return {i}\n\n" for i, m in enumerate(METHODS))
-               + "".join(f"    # pad {i}\n" for i in range(10)))
+HELPER_MANY = (
+    "class Helper:\n    def __init__(self):\n        self.ready = True\n\n"
+    + "".join(f"    def {m}(self):\n        return {i}\n\n" for i, m in enumerate(METHODS))
+    + "".join(f"    # pad {i}\n" for i in range(10))
+)
 
 
 @pytest.mark.parametrize("used, shown, more", [(1, 1, ""), (3, 3, ""), (4, 3, " (+1 more)")])
@@ -1079,7 +1258,8 @@ def test_a_suspect_verdict_names_at_most_three_findings_and_counts_the_rest(env,
     (root / "patches").mkdir(parents=True)
     (root / "upstream.toml").write_text(pin_text("4.0.0", sha))
     (root / "patches" / "0001-use.patch").write_text(
-        patch_text(upstream, base, {HELPER: calls}, message("helper: use its methods", drop=NEVER)))
+        patch_text(upstream, base, {HELPER: calls}, message("helper: use its methods", drop=NEVER))
+    )
     (root / "patches" / "series").write_text("0001-use.patch\n")
     commit_project(root, OLD_COMMIT)
     (patch,) = rebase.start(root, "4.1.0", dry_run=True)["patches"]
@@ -1096,21 +1276,35 @@ def conflict_and_suspect_project(env, tmp_path) -> Path:
     files = {**V1, HELPER: HELPER_V1}
     line10 = V1[RUNNER].replace("line 10\n", "line 10 upstream\n")
     sha = env["index"].publish("sglang-3.0.0.tar.gz", sdist_bytes("3.0.0", files))
-    env["index"].publish("sglang-3.1.0.tar.gz", sdist_bytes("3.1.0", {
-        **files, RUNNER: line10, HELPER: HELPER_V1.replace("def old_name", "def new_name")}))
+    env["index"].publish(
+        "sglang-3.1.0.tar.gz",
+        sdist_bytes("3.1.0", {**files, RUNNER: line10, HELPER: HELPER_V1.replace("def old_name", "def new_name")}),
+    )
     env["index"].publish("sglang-3.2.0.tar.gz", sdist_bytes("3.2.0", {**files, RUNNER: line10}))
-    env["index"].publish("sglang-3.3.0.tar.gz", sdist_bytes("3.3.0", {
-        **{k: v for k, v in files.items() if k != HELPER}, RUNNER: line10,
-        MOVED_HELPER: HELPER_V1.replace("def old_name", "def new_name")}))
+    env["index"].publish(
+        "sglang-3.3.0.tar.gz",
+        sdist_bytes(
+            "3.3.0",
+            {
+                **{k: v for k, v in files.items() if k != HELPER},
+                RUNNER: line10,
+                MOVED_HELPER: HELPER_V1.replace("def old_name", "def new_name"),
+            },
+        ),
+    )
     upstream, base = make_upstream(tmp_path / "upstream-3", files)
     root = tmp_path / "conflict-suspect-project"
     (root / "patches").mkdir(parents=True)
     (root / "upstream.toml").write_text(pin_text("3.0.0", sha))
     (root / "CHANGELOG.md").write_text("# Changelog\n\n## [Unreleased]\n")
-    (root / "patches" / "0001-both.patch").write_text(patch_text(
-        upstream, base, {HELPER: USES_OLD_NAME, RUNNER: V1[RUNNER].replace("line 10\n", "line ten\n"),
-                         OTHER: "VALUE = 2\n"},
-        message("runner and helper", drop=NEVER)))
+    (root / "patches" / "0001-both.patch").write_text(
+        patch_text(
+            upstream,
+            base,
+            {HELPER: USES_OLD_NAME, RUNNER: V1[RUNNER].replace("line 10\n", "line ten\n"), OTHER: "VALUE = 2\n"},
+            message("runner and helper", drop=NEVER),
+        )
+    )
     (root / "patches" / "series").write_text("0001-both.patch\n")
     (root / ".gitignore").write_text("/build/\n")
     commit_project(root, OLD_COMMIT)
@@ -1121,11 +1315,12 @@ def _resolve_line_10(root: Path) -> None:
     runner = root / "build" / "src" / RUNNER
     text = runner.read_text()
     start, end = text.index("<<<<<<<"), text.index(">>>>>>>")
-    runner.write_text(text[:start] + "line ten\n" + text[text.index("\n", end) + 1:])
+    runner.write_text(text[:start] + "line ten\n" + text[text.index("\n", end) + 1 :])
 
 
-@pytest.mark.parametrize("onto, suspect, helper", [("3.1.0", True, HELPER), ("3.2.0", False, HELPER),
-                                                   ("3.3.0", True, MOVED_HELPER)])
+@pytest.mark.parametrize(
+    "onto, suspect, helper", [("3.1.0", True, HELPER), ("3.2.0", False, HELPER), ("3.3.0", True, MOVED_HELPER)]
+)
 def test_a_resolved_conflict_is_checked_for_suspects_before_it_is_taken(env, tmp_path, onto, suspect, helper):
     """The files that merged around a conflict, and the resolution, are checked like any merge:
     on 3.1.0 the helper file merged cleanly but calls a method upstream renamed, so `--continue`
@@ -1149,8 +1344,9 @@ def test_a_resolved_conflict_is_checked_for_suspects_before_it_is_taken(env, tmp
     by_path = {f["path"]: f["verdict"] for f in patch["file_verdicts"]}
     assert by_path == {helper: "suspect", RUNNER: "merged", OTHER: "clean"}, by_path
     hunks_by_path = {f["path"]: [h["verdict"] for h in f["hunks"]] for f in patch["file_verdicts"]}
-    assert hunks_by_path == {helper: ["suspect"], RUNNER: ["merged"], OTHER: ["clean"]}, \
+    assert hunks_by_path == {helper: ["suspect"], RUNNER: ["merged"], OTHER: ["clean"]}, (
         "the resolved hunk is merged, not conflict"
+    )
     # the maintainer fixes the call (uncommitted): the next --continue folds it in and goes on
     helper = root / "build" / "src" / helper
     helper.write_text(helper.read_text().replace("self.old_name()", "self.new_name()"))
@@ -1169,8 +1365,10 @@ def test_a_dry_run_verifies_the_pinned_release_against_the_pin(env):
     artifact = Path(env["env"]["SGLPATCH_CACHE"]) / "artifacts" / "sglang-1.0.0.tar.gz"
     good = artifact.read_bytes()
     artifact.write_bytes(good + b"tampered")
-    assert_one_line_error(run_cli(root, "rebase", "--onto", "1.1.0", "--dry-run", env=env["env"]),
-                          "checksum mismatch for sglang-1.0.0.tar.gz: upstream.toml says")
+    assert_one_line_error(
+        run_cli(root, "rebase", "--onto", "1.1.0", "--dry-run", env=env["env"]),
+        "checksum mismatch for sglang-1.0.0.tar.gz: upstream.toml says",
+    )
     artifact.write_bytes(good)
     assert run_cli(root, "rebase", "--onto", "1.1.0", "--dry-run", env=env["env"]).returncode == 0
 
@@ -1178,9 +1376,13 @@ def test_a_dry_run_verifies_the_pinned_release_against_the_pin(env):
 def test_a_moved_hunk_is_named_by_where_it_starts_in_the_old_file():
     """The detail names each hunk's start in the file the patch applies to (its `-` side); a hunk
     after one that adds lines starts elsewhere on its `+` side, which must not be shown."""
+
     def patch(first: int, second: int) -> str:
-        return (f"diff --git a/x.py b/x.py\n--- a/x.py\n+++ b/x.py\n@@ -{first},2 +{first},3 @@\n a\n+added\n b\n"
-                f"@@ -{second},1 +{second + 1},1 @@\n-c\n+d\n")
+        return (
+            f"diff --git a/x.py b/x.py\n--- a/x.py\n+++ b/x.py\n@@ -{first},2 +{first},3 @@\n a\n+added\n b\n"
+            f"@@ -{second},1 +{second + 1},1 @@\n-c\n+d\n"
+        )
+
     assert rebase._moved_hunks(patch(1, 20), patch(6, 25)) == "moved x.py:1->6, x.py:20->25"
     assert rebase._moved_hunks(patch(1, 20), patch(1, 20)) == ""
 
@@ -1210,7 +1412,7 @@ def test_a_patch_adding_bytes_that_are_not_utf8_is_rebased_with_them(env, added)
     report = rebase.start(root, "1.1.0", commit=NEW_COMMIT)
     assert verdicts(report) == {"clean": "clean", "moved": "merged"}
     assert added in patch.read_bytes()
-    assert (root / "build" / "src" / OTHER).read_bytes() == b"VALUE = 2  # " + added[len(b"+VALUE = 2  # "):]
+    assert (root / "build" / "src" / OTHER).read_bytes() == b"VALUE = 2  # " + added[len(b"+VALUE = 2  # ") :]
 
 
 def test_a_rebase_holds_the_line_lock_and_names_itself_to_a_second_writer(env, monkeypatch):
@@ -1224,6 +1426,7 @@ def test_a_rebase_holds_the_line_lock_and_names_itself_to_a_second_writer(env, m
         if name == "rebase:applied" and not said:
             said.append(run_cli(root, "pop", env=env["env"]))
         boundary(name)
+
     monkeypatch.setattr(rebase, "boundary", second_writer)
     rebase.start(root, "1.1.0", commit=NEW_COMMIT)
     assert_one_line_error(said[0], "another `rebase --onto 1.1.0` is running")

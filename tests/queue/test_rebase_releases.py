@@ -53,7 +53,8 @@ def test_onto_0_5_10_drops_the_kimi_delegation_and_keeps_the_capture_wiring(proj
         report = rebase.resume(project, "skip")
     assert skipped == [n for n, v in verdicts.items() if v == "conflict"]
     assert {p["name"]: p["verdict"] for p in report["patches"]} == {
-        n: ("skipped" if v == "conflict" else v) for n, v in verdicts.items()}
+        n: ("skipped" if v == "conflict" else v) for n, v in verdicts.items()
+    }
     names = read_series_names(project)
     assert delegation not in names and wiring in names
     assert read_pin(project).version == "0.5.10"
@@ -84,9 +85,10 @@ def one_patch_project(tmp_path: Path, path: str, old: str, new: str) -> Path:
     for name in ("upstream.toml", "CHANGELOG.md", ".gitignore"):
         shutil.copy(REPO_ROOT / name, root / name)
     pin = (root / "upstream.toml").read_text()
-    (root / "upstream.toml").write_text(pin.replace(pin[pin.index("checks = "):].split("\n", 1)[0], "checks = []"))
+    (root / "upstream.toml").write_text(pin.replace(pin[pin.index("checks = ") :].split("\n", 1)[0], "checks = []"))
     (root / "patches" / "0001-downstream.patch").write_text(
-        scratch.git.format_patch("--stdout", "-1", "HEAD", strip_newline_in_stdout=False))
+        scratch.git.format_patch("--stdout", "-1", "HEAD", strip_newline_in_stdout=False)
+    )
     (root / "patches" / "series").write_text("0001-downstream.patch\n")
     commit_project(root, read_pin(REPO_ROOT).commit)
     return root
@@ -138,16 +140,25 @@ def test_the_corpus_benchmark_rebases_our_own_series_and_refuses_an_unknown_entr
     """benchmarks/rebase_corpus.py on our production series onto 0.5.10 (it broke once when
     add_line moved and nothing ran it); its twin, an entry id that does not exist, is one line."""
     script = str(REPO_ROOT / "benchmarks" / "rebase_corpus.py")
-    done = subprocess.run([sys.executable, script, "--only", "own-production", "--onto", "0.5.10", "--json"],
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, script, "--only", "own-production", "--onto", "0.5.10", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     (run,) = json.loads(done.stdout)["runs"]
     names = read_series_names(REPO_ROOT)
     hunks = sum((REPO_ROOT / "patches" / n).read_text().count("\n@@ -") for n in names)
     assert (run["entry"], run["onto"], run["patches"], run["hunks"], run["error"]) == (
-        "own-production", "0.5.10", len(names), hunks, "")
+        "own-production",
+        "0.5.10",
+        len(names),
+        hunks,
+        "",
+    )
     assert sum(run["verdicts"].values()) == run["patches"] and 0 < run["carried"] < run["hunks"]
-    bad = subprocess.run([sys.executable, script, "--only", "no-such-entry"], capture_output=True, text=True,
-                         timeout=60)
+    bad = subprocess.run(
+        [sys.executable, script, "--only", "no-such-entry"], capture_output=True, text=True, timeout=60
+    )
     assert bad.returncode == 2 and bad.stderr.startswith("error: no corpus entry no-such-entry: the entries are ")
-

@@ -54,10 +54,12 @@ def test_an_unchanged_patch_is_clean_and_one_that_needs_the_three_way_merge_is_m
     clean, near = patches["clean"], patches["near"]
     assert (clean["verdict"], clean["detail"]) == ("clean", "")
     assert [(f["path"], f["verdict"], [h["verdict"] for h in f["hunks"]]) for f in clean["file_verdicts"]] == [
-        (OTHER, "clean", ["clean"])]
+        (OTHER, "clean", ["clean"])
+    ]
     assert (near["verdict"], near["detail"]) == ("merged", "three-way merge; same hunks")
     assert [(f["path"], f["verdict"], [h["verdict"] for h in f["hunks"]]) for f in near["file_verdicts"]] == [
-        (RUNNER, "merged", ["merged"])]
+        (RUNNER, "merged", ["merged"])
+    ]
     # what was written back: the merge carried upstream's line into the patch's context
     assert read_series_names(root) == ["0001-clean.patch", "0002-near.patch"]
     rebased = (root / "patches" / "0002-near.patch").read_text()
@@ -75,7 +77,9 @@ def test_a_dry_run_gives_the_same_clean_and_merged_verdicts(env, monkeypatch):
     result = ok(run_cli(root, "rebase", "--onto", "1.2.0", "--dry-run", "--json", env=env["env"]))
     patches = by_kind(json.loads(result.stdout))
     assert {k: (p["verdict"], p["detail"]) for k, p in patches.items()} == {
-        "clean": ("clean", ""), "near": ("merged", "three-way merge; same hunks")}
+        "clean": ("clean", ""),
+        "near": ("merged", "three-way merge; same hunks"),
+    }
     assert not (root / "build").exists()
 
 
@@ -100,7 +104,8 @@ def changed_lines(before: str, after: str) -> set[str]:
 
 
 def test_resolving_a_conflict_to_upstreams_version_is_obsolete_and_every_other_patch_is_its_own(
-        env, monkeypatch, tmp_path):
+    env, monkeypatch, tmp_path
+):
     """A conflict the maintainer resolves by taking upstream's version ends `obsolete` (not
     `merged`): its file is deleted, it leaves the series (comments kept), the changelog says it
     was upstreamed, and every other patch file is exactly its own change as `git format-patch`
@@ -134,19 +139,27 @@ def test_resolving_a_conflict_to_upstreams_version_is_obsolete_and_every_other_p
     ok(run_cli(root, "prepare", env=env["env"]))
     work = git.Repo(root / "build" / "src")
     assert [c.summary for c in work.iter_commits("refs/sglpatch/base..HEAD")][::-1] == [
-        "clean: change", "moved: change", "note: change"]
+        "clean: change",
+        "moved: change",
+        "note: change",
+    ]
 
 
 # ---------------------------------------------------------------- 3. Drop-When: upstream>=X
 
+
 def drop_project(env, monkeypatch) -> Path:
     """1.0.0 with two patches: one dropped from 1.2.0 on, one from 1.10 on (after 1.2, as PEP
     440 orders them, though not as text). 1.2.0 changes nothing they touch."""
-    env["index"].publish("sglang-1.2.0.tar.gz", sdist_bytes(
-        "1.2.0", {**V2, "python/pyproject.toml": "[project]\nname = 'sglang'\nversion = '1.2.0'\n"}))
-    with_kinds(monkeypatch,
-               until12=(OTHER, "VALUE = 1\n", "VALUE = 2\n", "upstream>=1.2.0"),
-               until110=(RUNNER, "line 30\n", "line thirty\n", "upstream>=1.10"))
+    env["index"].publish(
+        "sglang-1.2.0.tar.gz",
+        sdist_bytes("1.2.0", {**V2, "python/pyproject.toml": "[project]\nname = 'sglang'\nversion = '1.2.0'\n"}),
+    )
+    with_kinds(
+        monkeypatch,
+        until12=(OTHER, "VALUE = 1\n", "VALUE = 2\n", "upstream>=1.2.0"),
+        until110=(RUNNER, "line 30\n", "line thirty\n", "upstream>=1.10"),
+    )
     return make_repo(env, ["until12", "until110"])
 
 
@@ -178,5 +191,3 @@ def test_drop_when_upstream_holds_for_the_release_and_any_later_one_even_skippin
     assert verdicts(dry) == {"until12": "obsolete", "until110": "merged"}
     dry = json.loads(ok(run_cli(root, "rebase", "--onto", "1.1.0", "--dry-run", "--json", env=env["env"])).stdout)
     assert verdicts(dry) == {"until12": "clean", "until110": "merged"}
-
-

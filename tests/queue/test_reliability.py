@@ -42,6 +42,7 @@ def prepared(env, kinds=("clean", "moved")) -> Path:
 
 # ---------------------------------------------------------------- the rebase journal
 
+
 def stopped_at_conflict(env) -> Path:
     root = make_repo(env, ["clean", "conflict", "moved"])
     result = run_cli(root, "rebase", "--onto", "1.1.0", env=env["env"])
@@ -65,8 +66,9 @@ def test_continue_after_a_hand_run_am_abort_refuses_and_abort_restores(env):
     root = env["root"]
     assert run_cli(root, "rebase", "--onto", "1.1.0", env=env["env"]).returncode == 1
     git.Repo(work(root)).git.am("--abort")  # what the old `pop` told the maintainer to do
-    line = assert_one_line_error(run_cli(root, "rebase", "--continue", env=env["env"]),
-                                 "0002-conflict.patch", "no longer in progress")
+    line = assert_one_line_error(
+        run_cli(root, "rebase", "--continue", env=env["env"]), "0002-conflict.patch", "no longer in progress"
+    )
     assert "--skip" in line and "--abort" in line
     assert snapshot(root) == before, "nothing was written"
     ok(run_cli(root, "rebase", "--abort", env=env["env"]))
@@ -79,8 +81,11 @@ def test_continue_refuses_a_head_that_is_not_the_resolution(env):
     repo.git.am("--abort")
     (work(root) / OTHER).write_text("VALUE = 'something else'\n")
     repo.git.commit("-qam", "an unrelated commit")
-    line = assert_one_line_error(run_cli(root, "rebase", "--continue", env=env["env"]),
-                                 "not a resolution of 0002-conflict.patch", "an unrelated commit")
+    line = assert_one_line_error(
+        run_cli(root, "rebase", "--continue", env=env["env"]),
+        "not a resolution of 0002-conflict.patch",
+        "an unrelated commit",
+    )
     assert "--abort" in line
 
 
@@ -92,7 +97,10 @@ def test_a_resolution_committed_by_hand_with_git_am_continue_is_accepted(env):
     repo.git.am("--continue")
     report = json.loads(ok(run_cli(root, "rebase", "--continue", "--json", env=env["env"])).stdout)
     assert [(p["name"], p["verdict"]) for p in report["patches"]] == [
-        ("0001-clean.patch", "clean"), ("0002-conflict.patch", "merged"), ("0003-moved.patch", "merged")]
+        ("0001-clean.patch", "clean"),
+        ("0002-conflict.patch", "merged"),
+        ("0003-moved.patch", "merged"),
+    ]
     for name in ("0001-clean.patch", "0002-conflict.patch", "0003-moved.patch"):
         text = (root / "patches" / name).read_text()
         assert name.split("-", 1)[1].split(".")[0] + ": change" in text, f"{name} holds its own patch"
@@ -104,7 +112,10 @@ def test_resolving_to_upstreams_version_is_obsolete_and_the_rest_pair_by_identit
     (work(root) / RUNNER).write_text(V2[RUNNER])  # the maintainer takes upstream's side
     report = json.loads(ok(run_cli(root, "rebase", "--continue", "--json", env=env["env"])).stdout)
     assert {p["name"]: p["verdict"] for p in report["patches"]} == {
-        "0001-clean.patch": "clean", "0002-conflict.patch": "obsolete", "0003-moved.patch": "merged"}
+        "0001-clean.patch": "clean",
+        "0002-conflict.patch": "obsolete",
+        "0003-moved.patch": "merged",
+    }
     assert not (root / "patches" / "0002-conflict.patch").exists()
     assert "moved: change" in (root / "patches" / "0003-moved.patch").read_text()
     assert "line thirty" in (root / "patches" / "0003-moved.patch").read_text()
@@ -124,8 +135,9 @@ def test_a_rebase_refuses_to_start_over_an_uncommitted_patch_file(env):
     patch = root / "patches" / "0002-moved.patch"
     patch.write_text(patch.read_text().replace("Why this change exists.", "My uncommitted words."))
     before = snapshot(root)
-    assert_one_line_error(run_cli(root, "rebase", "--onto", "1.1.0", env=env["env"]),
-                          "patches/0002-moved.patch", "not committed")
+    assert_one_line_error(
+        run_cli(root, "rebase", "--onto", "1.1.0", env=env["env"]), "patches/0002-moved.patch", "not committed"
+    )
     assert snapshot(root) == before
     git.Repo(root).git.commit("-qam", "my words")
     ok(run_cli(root, "rebase", "--onto", "1.1.0", env=env["env"]))
@@ -142,6 +154,7 @@ def test_an_uncommitted_changelog_edit_survives_a_rebase(env):
 
 # ---------------------------------------------------------------- nothing uncommitted is overwritten
 
+
 @pytest.mark.parametrize("command", [["refresh"], ["export"]])
 def test_writers_refuse_an_uncommitted_patch_file_and_keep_the_edits(env, command):
     root = prepared(env)
@@ -149,8 +162,7 @@ def test_writers_refuse_an_uncommitted_patch_file_and_keep_the_edits(env, comman
     mine = patch.read_text().replace("Why this change exists.", "Edited by hand, not committed.")
     patch.write_text(mine)
     (work(root) / RUNNER).write_text((work(root) / RUNNER).read_text() + "work tree edit\n")
-    line = assert_one_line_error(run_cli(root, *command, env=env["env"]),
-                                 "patches/0002-moved.patch", "not committed")
+    line = assert_one_line_error(run_cli(root, *command, env=env["env"]), "patches/0002-moved.patch", "not committed")
     assert "git add patches/0002-moved.patch" in line
     assert patch.read_text() == mine
     assert (work(root) / RUNNER).read_text().endswith("work tree edit\n"), "the work tree is as it was"
@@ -181,8 +193,17 @@ def test_new_refuses_to_replace_an_untracked_file_of_the_same_name(env):
     mine = root / "patches" / "0003-extra.patch"
     mine.write_text("my draft, never committed\n")
     racily_clean_edit(work(root) / OTHER, "VALUE = 2\n", "VALUE = 3\n")
-    assert_one_line_error(run_cli(root, "new", "0003-extra", "-m", "extra\n\nUpstream-Status: Pending\n"
-                                  "Drop-When: upstream>=9\n", env=env["env"]), "patches/0003-extra.patch")
+    assert_one_line_error(
+        run_cli(
+            root,
+            "new",
+            "0003-extra",
+            "-m",
+            "extra\n\nUpstream-Status: Pending\nDrop-When: upstream>=9\n",
+            env=env["env"],
+        ),
+        "patches/0003-extra.patch",
+    )
     assert mine.read_text() == "my draft, never committed\n"
     assert (work(root) / OTHER).read_text() == "VALUE = 3\n"
     assert "0003-extra.patch" not in (root / "patches" / "series").read_text()
@@ -201,13 +222,22 @@ def test_the_tools_own_output_may_be_refreshed_again_without_a_commit(env):
 def test_new_keeps_the_series_comments_options_and_parked_entries(env):
     root = prepared(env)
     series = root / "patches" / "series"
-    series.write_text("# synthetic series\n0001-clean.patch -p1  # kept as is\n\n# parked:\n"
-                      "# 0007-parked.patch\n0002-moved.patch\n")
+    series.write_text(
+        "# synthetic series\n0001-clean.patch -p1  # kept as is\n\n# parked:\n# 0007-parked.patch\n0002-moved.patch\n"
+    )
     git.Repo(root).git.commit("-qam", "series with comments")
     ok(run_cli(root, "pop", env=env["env"]))
     (work(root) / KIMI).write_text("class KimiK25:\n    pass\n")
-    ok(run_cli(root, "new", "0001b-between", "-m", "between\n\nUpstream-Status: Pending\n"
-               "Drop-When: upstream>=9\n", env=env["env"]))
+    ok(
+        run_cli(
+            root,
+            "new",
+            "0001b-between",
+            "-m",
+            "between\n\nUpstream-Status: Pending\nDrop-When: upstream>=9\n",
+            env=env["env"],
+        )
+    )
     text = series.read_text()
     assert "0001-clean.patch -p1  # kept as is" in text
     assert "# 0007-parked.patch" in text and "# parked:" in text
@@ -215,6 +245,7 @@ def test_new_keeps_the_series_comments_options_and_parked_entries(env):
 
 
 # ---------------------------------------------------------------- undo and the log
+
 
 def test_undo_steps_back_through_refresh_and_pop_exactly(env):
     root = prepared(env)
@@ -253,34 +284,43 @@ def test_undo_of_a_finished_rebase_returns_to_the_old_pin(env):
     ok(run_cli(root, "rebase", "--onto", "1.1.0", "--commit", "2" * 40, env=env["env"]))
     assert snapshot(root) != before
     latest = json.loads(ok(run_cli(root, "log", "--json", env=env["env"])).stdout)["entries"][0]
-    assert (latest["op"], latest["summary"]) == ("rebase --onto 1.1.0", "Rebased onto SGLang 1.1.0: kept "
-                                                 "0001-clean.patch, 0002-moved.patch; dropped 0003-textual.patch "
-                                                 "(upstreamed in 1.1.0)"), "the log says what the rebase did"
+    assert (latest["op"], latest["summary"]) == (
+        "rebase --onto 1.1.0",
+        "Rebased onto SGLang 1.1.0: kept "
+        "0001-clean.patch, 0002-moved.patch; dropped 0003-textual.patch "
+        "(upstreamed in 1.1.0)",
+    ), "the log says what the rebase did"
     ok(run_cli(root, "undo", env=env["env"]))
     assert snapshot(root) == before
 
 
 # ---------------------------------------------------------------- one writer at a time
 
+
 def test_a_second_writer_on_the_same_line_is_refused_with_one_line(env):
     root = prepared(env)
     with line_lock(root, "`build.py image`"):
         for command in (["push"], ["pop"], ["build"], ["rebase", "--onto", "1.1.0"], ["undo"]):
-            assert_one_line_error(run_cli(root, *command, env=env["env"]),
-                                  "another `build.py image` is running", f"pid {os.getpid()}")
+            assert_one_line_error(
+                run_cli(root, *command, env=env["env"]), "another `build.py image` is running", f"pid {os.getpid()}"
+            )
         ok(run_cli(root, "status", env=env["env"]))  # readers are not writers
     ok(run_cli(root, "pop", env=env["env"]))
 
 
 # ---------------------------------------------------------------- interrupts
 
+
 def interrupted_push(env, hook_kills: str, preexec=None) -> str:
     """`push --all` whose git am runs a hook that ``hook_kills``: exit 130, the line as before."""
     root = prepared(env)
     ok(run_cli(root, "pop", "--all", env=env["env"]))
     (work(root) / KIMI).write_text("an uncommitted edit\n")
-    ok(run_cli(root, "new", "0003-kimi", "-m", "kimi\n\nUpstream-Status: Pending\nDrop-When: upstream>=9\n",
-               env=env["env"]))
+    ok(
+        run_cli(
+            root, "new", "0003-kimi", "-m", "kimi\n\nUpstream-Status: Pending\nDrop-When: upstream>=9\n", env=env["env"]
+        )
+    )
     ok(run_cli(root, "pop", "--all", env=env["env"]))
     before = snapshot(root)
     head = git.Repo(work(root)).head.commit.hexsha
@@ -288,9 +328,14 @@ def interrupted_push(env, hook_kills: str, preexec=None) -> str:
     hook.parent.mkdir(exist_ok=True)
     hook.write_text(f"#!/bin/sh\n{hook_kills}\nsleep 5\n")
     hook.chmod(0o755)
-    child = subprocess.Popen([sys.executable, str(REPO_ROOT / "build.py"), "--root", str(root), "push", "--all"],
-                             stderr=subprocess.PIPE, text=True, start_new_session=True, preexec_fn=preexec,
-                             env={**os.environ, **env["env"]})
+    child = subprocess.Popen(
+        [sys.executable, str(REPO_ROOT / "build.py"), "--root", str(root), "push", "--all"],
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        preexec_fn=preexec,
+        env={**os.environ, **env["env"]},
+    )
     _, err = child.communicate(timeout=120)
     hook.unlink()
     assert child.returncode == 130, err
@@ -314,8 +359,9 @@ def test_an_interrupted_push_exits_130_and_leaves_the_line_as_before(env, sig):
 def test_a_group_ctrl_c_stops_a_push_started_with_sigint_ignored(env):
     # `build.py push &` in a script starts it with SIGINT ignored; git's own handlers still die
     # of it, so a Python that kept ignoring it would misread git's death as "does not apply"
-    interrupted_push(env, GROUP.format(int(signal.SIGINT)),
-                     preexec=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    interrupted_push(
+        env, GROUP.format(int(signal.SIGINT)), preexec=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)
+    )
 
 
 def test_a_git_killed_alone_is_an_interrupt_not_a_patch_that_does_not_apply(env):
@@ -329,9 +375,11 @@ def test_a_git_killed_alone_in_a_rebase_is_an_interrupt_not_a_conflict(env):
     hook.parent.mkdir(exist_ok=True)
     once = hook.parent / "killed-once"  # outside the line: the snapshot must not see it
     # the three-way am on the new release, not the queue's own push of the old series
-    hook.write_text(f"#!/bin/sh\n[ -e {once} ] && exit 0\n"
-                    f"[ \"$(git symbolic-ref --short HEAD)\" = {rebase.REBASE_BRANCH} ] || exit 0\n"
-                    f"touch {once}\nkill -9 $PPID\nsleep 5\n")
+    hook.write_text(
+        f"#!/bin/sh\n[ -e {once} ] && exit 0\n"
+        f'[ "$(git symbolic-ref --short HEAD)" = {rebase.REBASE_BRANCH} ] || exit 0\n'
+        f"touch {once}\nkill -9 $PPID\nsleep 5\n"
+    )
     hook.chmod(0o755)
     before = snapshot(root)
     result = run_cli(root, "rebase", "--onto", "1.1.0", env=env["env"])
@@ -341,7 +389,9 @@ def test_a_git_killed_alone_in_a_rebase_is_an_interrupt_not_a_conflict(env):
     report = json.loads(ok(run_cli(root, "rebase", "--onto", "1.1.0", "--json", env=env["env"])).stdout)
     hook.unlink()
     assert {p["name"]: p["verdict"] for p in report["patches"]} == {
-        "0001-clean.patch": "clean", "0002-moved.patch": "merged"}
+        "0001-clean.patch": "clean",
+        "0002-moved.patch": "merged",
+    }
 
 
 def killed(root: Path, env, at: str, *command: str) -> None:
@@ -414,7 +464,6 @@ def test_work_tree_edits_that_conflict_with_a_killed_undo_keep_both_sides_and_un
     assert (work(root) / RUNNER).read_text() == "rewritten by hand after the kill\n"
 
 
-
 def test_the_files_a_replay_leaves_with_markers_are_named_whole(tmp_path):
     """The roll-forward's three-way merge names the files it leaves with conflict markers: a name
     with a space came out as two words and a non-ASCII one C-quoted. The twin: edits that do not
@@ -430,7 +479,9 @@ def test_the_files_a_replay_leaves_with_markers_are_named_whole(tmp_path):
     apart = commit_files(repo, {"a b/c d.py": "x = 2\n", "caf\u00e9.py": "y = 2\n", "k.py": "mine\n"}, "apart")
     assert _replay_edits(repo, state(base), state(after), state(apart))[2] == []
 
+
 # ---------------------------------------------------------------- found by a bad-input probe
+
 
 def test_a_refused_refresh_rolls_back_and_later_edits_survive(env):
     root = prepared(env)
@@ -450,6 +501,7 @@ def test_a_work_tree_without_its_git_directory_is_never_overwritten(env):
     root = prepared(env)
     (work(root) / RUNNER).write_text("precious\n")
     import shutil
+
     shutil.rmtree(work(root) / ".git")
     assert_one_line_error(run_cli(root, "prepare", env=env["env"]), "no git repository", "mv ")
     assert (work(root) / RUNNER).read_text() == "precious\n"
@@ -465,9 +517,16 @@ def test_a_damaged_work_tree_git_dir_never_reaches_the_users_repository(env):
     assert outer.git.branch() == branches and outer.git.status("--short") == status
 
 
-@pytest.mark.parametrize("journal", ["[]", "{x", '{"op": "push"}',
-                                     '{"op": "push", "phase": "running", "start": "' + "1" * 40 + '"}',
-                                     '{"op": "push", "phase": "later", "start": "' + "1" * 40 + '"}'])
+@pytest.mark.parametrize(
+    "journal",
+    [
+        "[]",
+        "{x",
+        '{"op": "push"}',
+        '{"op": "push", "phase": "running", "start": "' + "1" * 40 + '"}',
+        '{"op": "push", "phase": "later", "start": "' + "1" * 40 + '"}',
+    ],
+)
 def test_a_damaged_transaction_journal_is_one_line_naming_it(env, journal):
     root = prepared(env)
     (root / "build" / "transaction.json").write_text(journal)
@@ -499,8 +558,16 @@ def test_undo_of_an_aborted_rebase_is_refused_and_names_the_kept_work(env):
 def test_a_subject_git_am_rewrites_is_still_its_own_patch(env):
     root = prepared(env)  # a tag and a two-line first paragraph: git am makes "tagged subject"
     (work(root) / KIMI).write_text("class KimiK25:\n    pass\n")
-    ok(run_cli(root, "new", "0003-rfc", "-m", "[RFC] tagged\nsubject\n\nbody\n\nUpstream-Status: Pending\n"
-               "Drop-When: upstream>=9\n", env=env["env"]))
+    ok(
+        run_cli(
+            root,
+            "new",
+            "0003-rfc",
+            "-m",
+            "[RFC] tagged\nsubject\n\nbody\n\nUpstream-Status: Pending\nDrop-When: upstream>=9\n",
+            env=env["env"],
+        )
+    )
     for command in (["status"], ["pop"], ["push"], ["status"]):
         ok(run_cli(root, *command, env=env["env"]))
     assert git.Repo(work(root)).head.commit.summary == "tagged subject"
@@ -511,8 +578,9 @@ def test_more_bad_input_is_one_line(env):
     root = prepared(env)
     ok(run_cli(root, "pop", "--all", env=env["env"]))
     assert_one_line_error(run_cli(root, "pop", "0001-clean.patch", env=env["env"]), "is not applied")
-    assert_one_line_error(run_cli(root, "rebase", "--onto", "1.1.0", "--commit", "zzz", env=env["env"]),
-                          "--commit 'zzz'", "40 hex")
+    assert_one_line_error(
+        run_cli(root, "rebase", "--onto", "1.1.0", "--commit", "zzz", env=env["env"]), "--commit 'zzz'", "40 hex"
+    )
     assert not (root / "build" / "rebase").exists()
 
 
@@ -536,8 +604,10 @@ def test_a_message_git_am_would_cut_is_refused_before_it_becomes_a_patch(env):
     (work(root) / KIMI).write_text("class KimiK25:\n    pass\n")
     trailers = "\n\nUpstream-Status: Pending\nDrop-When: upstream>=9\n"
     for bad in ("example:\ndiff --git a/x b/x", "a separator\n---\nafter it", "Index: foo.py"):
-        assert_one_line_error(run_cli(root, "new", "0003-x", "-m", f"subject\n\n{bad}{trailers}", env=env["env"]),
-                              "where `git am` would start the diff")
+        assert_one_line_error(
+            run_cli(root, "new", "0003-x", "-m", f"subject\n\n{bad}{trailers}", env=env["env"]),
+            "where `git am` would start the diff",
+        )
         assert not (root / "patches" / "0003-x.patch").exists()
         assert (work(root) / KIMI).read_text() == "class KimiK25:\n    pass\n"
     # the twin: the same text indented is a message, and the patch round-trips through git am
@@ -562,13 +632,15 @@ def test_commands_before_the_first_prepare_say_to_prepare(env):
 
 def test_a_killed_writers_forked_workers_do_not_keep_the_line_locked(env):
     root = prepared(env)
-    script = ("import os, signal, sys, time\n"
-              f"sys.path.insert(0, {str(REPO_ROOT)!r})\n"
-              "from sglpatch.lock import line_lock\n"
-              f"with line_lock({str(root)!r}, '`build.py build`'):\n"
-              "    if os.fork() == 0:\n"
-              "        time.sleep(60); os._exit(0)  # a worker, like the contract check's pool\n"
-              "    os.kill(os.getpid(), signal.SIGKILL)\n")
+    script = (
+        "import os, signal, sys, time\n"
+        f"sys.path.insert(0, {str(REPO_ROOT)!r})\n"
+        "from sglpatch.lock import line_lock\n"
+        f"with line_lock({str(root)!r}, '`build.py build`'):\n"
+        "    if os.fork() == 0:\n"
+        "        time.sleep(60); os._exit(0)  # a worker, like the contract check's pool\n"
+        "    os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
     child = subprocess.run([sys.executable, "-c", script], start_new_session=True)
     assert child.returncode == -9
     try:

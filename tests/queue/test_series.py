@@ -50,8 +50,12 @@ KIMI = "python/sglang/srt/models/kimi_k25.py"
 @pytest.fixture
 def good_patch(tmp_path):
     repo, base = make_upstream(tmp_path / "up")
-    return patch_text(repo, base, {KIMI: "class KimiK25:\n    pass\n"},
-                      message("kimi: pass", "Backport [v0.5.10]", "check:kimi, upstream>=0.5.12"))
+    return patch_text(
+        repo,
+        base,
+        {KIMI: "class KimiK25:\n    pass\n"},
+        message("kimi: pass", "Backport [v0.5.10]", "check:kimi, upstream>=0.5.12"),
+    )
 
 
 def test_series_reads_names_trailers_and_files(tmp_path, good_patch):
@@ -93,12 +97,12 @@ def test_missing_trailers_are_reported(tmp_path):
     bare = patch_text(repo, base, {KIMI: "x = 1\n"}, "kimi: no trailers\n\nJust a body.\n")
     root = make_project(tmp_path / "p", {"0001-bare.patch": bare})
     problems = trailer_problems(read_series(root).patches[0])
-    assert problems == ["no Upstream-Status: trailer",
-                        "no Drop-When: trailer saying when the patch can be dropped"]
+    assert problems == ["no Upstream-Status: trailer", "no Drop-When: trailer saying when the patch can be dropped"]
 
 
-@pytest.mark.parametrize("value, error", [("nonsense", "cannot read Drop-When"),
-                                          ("upstream>=banana", "no valid version")])
+@pytest.mark.parametrize(
+    "value, error", [("nonsense", "cannot read Drop-When"), ("upstream>=banana", "no valid version")]
+)
 def test_bad_drop_conditions_are_rejected(tmp_path, value, error):
     with pytest.raises(UserError, match=error):
         parse_drop_when(value, tmp_path / "x.patch")
@@ -126,8 +130,9 @@ def test_duplicate_series_entry(tmp_path, good_patch):
 
 
 def test_stray_patch_file_is_a_warning_not_an_error(tmp_path, good_patch):
-    root = make_project(tmp_path / "p", {"0001-a.patch": good_patch, "0009-forgotten.patch": good_patch},
-                        ["0001-a.patch"])
+    root = make_project(
+        tmp_path / "p", {"0001-a.patch": good_patch, "0009-forgotten.patch": good_patch}, ["0001-a.patch"]
+    )
     warnings = []
     series = read_series(root, warn=warnings.append)
     assert series.names == ["0001-a.patch"]
@@ -153,6 +158,7 @@ def test_write_series_keeps_the_header_comment(tmp_path):
 
 
 # ---------------------------------------------------------------- the series file's syntax
+
 
 def series_error(root, text: str | bytes) -> str:
     path = root / "patches" / "series"
@@ -191,8 +197,9 @@ def test_series_lines_are_validated_with_file_and_line(tmp_path, line, error, tw
 
 def test_series_invalid_utf8_names_the_line(tmp_path):
     message = series_error(tmp_path, b"# header\n0001-a.patch\n# caf\xe9\n")
-    assert message == (f"{tmp_path / 'patches' / 'series'}:3: not valid UTF-8 (byte 0xe9): "
-                       "save the series file as UTF-8")
+    assert message == (
+        f"{tmp_path / 'patches' / 'series'}:3: not valid UTF-8 (byte 0xe9): save the series file as UTF-8"
+    )
     (tmp_path / "patches" / "series").write_text("# header\n0001-a.patch\n# café\n")
     assert read_series_names(tmp_path) == ["0001-a.patch"]
 
@@ -217,6 +224,7 @@ def test_the_real_series_validate(line):
 
 # ---------------------------------------------------------------- patch files' bytes
 
+
 def test_non_utf8_bytes_in_the_diff_are_kept(tmp_path, good_patch):
     data = good_patch.encode().replace(b"+    pass", b"+    pass  # caf\xe9", 1)
     (tmp_path / "0001-a.patch").write_bytes(data)
@@ -226,16 +234,23 @@ def test_non_utf8_bytes_in_the_diff_are_kept(tmp_path, good_patch):
 
 def test_non_utf8_message_is_refused_with_the_line(tmp_path, good_patch):
     data = good_patch.encode().replace(b"Why this change exists.", b"Why this change exists\xff.", 1)
-    line = data[:data.index(b"\xff")].count(b"\n") + 1
+    line = data[: data.index(b"\xff")].count(b"\n") + 1
     (tmp_path / "0001-a.patch").write_bytes(data)
     with pytest.raises(UserError, match=rf"0001-a.patch:{line}: not valid UTF-8 \(byte 0xff\): git am reads"):
         parse_patch(tmp_path / "0001-a.patch")
 
 
-@pytest.mark.parametrize("author, accepted", [
-    ("A. Maintainer", False), ("nobody", False), ("Name <>", False),
-    ("Name <nobody>", True), ("am@example.org", True), ("=?utf-8?q?J=C3=B6rg?= <j@example.org>", True),
-])
+@pytest.mark.parametrize(
+    "author, accepted",
+    [
+        ("A. Maintainer", False),
+        ("nobody", False),
+        ("Name <>", False),
+        ("Name <nobody>", True),
+        ("am@example.org", True),
+        ("=?utf-8?q?J=C3=B6rg?= <j@example.org>", True),
+    ],
+)
 def test_a_from_header_without_an_address_git_am_would_refuse_is_named(tmp_path, good_patch, author, accepted):
     """git am takes the author's address from <...> or a bare address; "From: Name" applies the
     diff and then fails on an empty ident, so it is refused before git runs."""
@@ -262,8 +277,9 @@ def test_undecodable_subject_is_one_error(tmp_path, good_patch):
 def test_crlf_patch_file_is_named_as_such(tmp_path, good_patch):
     root = make_project(tmp_path / "p", {"0001-a.patch": good_patch})
     (root / "patches" / "0001-a.patch").write_bytes(good_patch.replace("\n", "\r\n").encode())
-    assert_one_line_error(run_cli(root, "build"),
-                          "patches/0001-a.patch has CRLF line endings: convert with `dos2unix` or re-export")
+    assert_one_line_error(
+        run_cli(root, "build"), "patches/0001-a.patch has CRLF line endings: convert with `dos2unix` or re-export"
+    )
 
 
 def test_crlf_lines_inside_the_diff_are_a_crlf_file_changed(tmp_path, good_patch):
@@ -272,6 +288,7 @@ def test_crlf_lines_inside_the_diff_are_a_crlf_file_changed(tmp_path, good_patch
 
 
 # ---------------------------------------------------------------- versions
+
 
 def test_drop_when_compares_versions_as_pep440():
     condition = DropCondition("upstream", "0.5.12")
@@ -305,19 +322,31 @@ def rendered(tmp_path, text: str, names: list[str]) -> str:
     return render_series(tmp_path, names)
 
 
-@pytest.mark.parametrize("names, expected", [
-    (["0001-a.patch", "0003-c.patch", "0004-d.patch"], SERIES),
-    (["0001-a.patch", "0004-d.patch"], SERIES.replace("0003-c.patch\n", "")),
-    (["0001-a.patch", "0003-c.patch", "0005-e.patch", "0004-d.patch"],
-     SERIES.replace("0003-c.patch\n", "0003-c.patch\n0005-e.patch\n")),
-    (["0005-e.patch", "0001-a.patch", "0003-c.patch", "0004-d.patch"],
-     SERIES.replace("0001-a.patch", "0005-e.patch\n0001-a.patch")),
-    (["0003-c.patch", "0001-a.patch"],  # reordered, d dropped: the entries swap places
-     "# Our series\n# second line\n\n# 0000-parked-at-the-top.patch\n0003-c.patch\n#0002-parked.patch\n"
-     "0001-a.patch -p1  # why a\n\n# about d\n# trailing comment\n"),
-    ([], "# Our series\n# second line\n\n# 0000-parked-at-the-top.patch\n#0002-parked.patch\n\n# about d\n"
-         "# trailing comment\n"),
-])
+@pytest.mark.parametrize(
+    "names, expected",
+    [
+        (["0001-a.patch", "0003-c.patch", "0004-d.patch"], SERIES),
+        (["0001-a.patch", "0004-d.patch"], SERIES.replace("0003-c.patch\n", "")),
+        (
+            ["0001-a.patch", "0003-c.patch", "0005-e.patch", "0004-d.patch"],
+            SERIES.replace("0003-c.patch\n", "0003-c.patch\n0005-e.patch\n"),
+        ),
+        (
+            ["0005-e.patch", "0001-a.patch", "0003-c.patch", "0004-d.patch"],
+            SERIES.replace("0001-a.patch", "0005-e.patch\n0001-a.patch"),
+        ),
+        (
+            ["0003-c.patch", "0001-a.patch"],  # reordered, d dropped: the entries swap places
+            "# Our series\n# second line\n\n# 0000-parked-at-the-top.patch\n0003-c.patch\n#0002-parked.patch\n"
+            "0001-a.patch -p1  # why a\n\n# about d\n# trailing comment\n",
+        ),
+        (
+            [],
+            "# Our series\n# second line\n\n# 0000-parked-at-the-top.patch\n#0002-parked.patch\n\n# about d\n"
+            "# trailing comment\n",
+        ),
+    ],
+)
 def test_render_series_keeps_comments_options_and_parked_entries(tmp_path, names, expected):
     text = rendered(tmp_path, SERIES, names)
     assert text == expected
@@ -381,12 +410,13 @@ def test_render_series_property_seeded(tmp_path, seed):
 
 
 if given is not None:
+
     @st.composite
     def series_cases(draw) -> tuple[list[str], list[str]]:
         listed = [f"{i:04d}-p{i}.patch" for i in draw(st.lists(st.integers(0, 39), unique=True, max_size=8))]
         lines = [draw(st.sampled_from(ENTRY_FORMS)).format(n) for n in listed]
         lines = draw(st.permutations(lines + draw(st.lists(st.sampled_from(SKELETON), max_size=8))))
-        kept = draw(st.permutations(listed))[:draw(st.integers(0, len(listed)))]
+        kept = draw(st.permutations(listed))[: draw(st.integers(0, len(listed)))]
         fresh = [f"{i:04d}-new{i}.patch" for i in range(40, 40 + draw(st.integers(0, 3)))]
         return lines, draw(st.permutations(kept + fresh))
 
@@ -395,6 +425,7 @@ if given is not None:
     def test_render_series_property_hypothesis(tmp_path_factory, case):
         check_render_property(tmp_path_factory.mktemp("series"), *case)
 else:
+
     def test_render_series_property_hypothesis():
         pytest.skip("hypothesis is not installed; the seeded cases cover the same property")
 
@@ -416,6 +447,7 @@ def test_a_commit_matches_its_patch_before_and_after_git_am(tmp_path, subject):
     import git
 
     from sglpatch.queue.series import commit_matches_patch
+
     repo = git.Repo.init(tmp_path / "r")
     repo.git.commit("--allow-empty", "-qm", "base")
     (tmp_path / "r" / "f").write_text("a\n")
@@ -434,6 +466,7 @@ def test_a_commit_matches_its_patch_before_and_after_git_am(tmp_path, subject):
 
 # ---------------------------------------------------------------- what the rest of the tool reads
 
+
 def entry(name: str, files=(), drop_when=(), status="Pending", message="") -> PatchEntry:
     return PatchEntry(name, Path(name), name, message, tuple(files), status, tuple(drop_when))
 
@@ -449,8 +482,14 @@ def test_the_series_answers_what_the_rest_of_the_tool_asks(tmp_path, good_patch)
     with pytest.raises(UserError, match="known patches: none$"):
         empty.get("0001-a.patch")
     check, up = DropCondition("check", "kimi"), DropCondition("upstream", "0.5.12")
-    several = type(series)(root, (entry("1.patch", ["b", "a"], [check, up]), entry("2.patch", ["a", "c"], [
-        DropCondition("check", "sm12"), check])), ())
+    several = type(series)(
+        root,
+        (
+            entry("1.patch", ["b", "a"], [check, up]),
+            entry("2.patch", ["a", "c"], [DropCondition("check", "sm12"), check]),
+        ),
+        (),
+    )
     assert several.check_names() == ["kimi", "sm12"]  # in series order, each once, checks only
     assert several.touched_files() == ["b", "a", "c"]
 
@@ -459,17 +498,26 @@ def test_read_series_warns_on_stderr_by_default(tmp_path, good_patch, capsys):
     root = make_project(tmp_path / "p", {"0001-a.patch": good_patch})
     (root / "patches" / "0009-stray.patch").write_text(good_patch)
     read_series(root)
-    assert capsys.readouterr().err == ("warning: patches/0009-stray.patch is not in the series and is ignored; "
-                                       "add it to patches/series or delete it\n")
+    assert capsys.readouterr().err == (
+        "warning: patches/0009-stray.patch is not in the series and is ignored; add it to patches/series or delete it\n"
+    )
 
 
-@pytest.mark.parametrize("body, line", [
-    ("subject\n\nplain words\n", None),
-    ("subject\n\nwords\ndiff --git a/x b/x\n", 4), ("subject\n\nIndex: x\n", 3),
-    ("subject\n\n---\n", 3), ("subject\n\n--- a/file\n", 3), ("subject\n\n---  \n", 3),
-    ("subject\n\n----- a rule\n", None), ("subject\n\n---x\n", None), ("subject\n\ndiffs -u\n", None),
-    ("subject\n\nindex: lower case\n", None),
-])
+@pytest.mark.parametrize(
+    "body, line",
+    [
+        ("subject\n\nplain words\n", None),
+        ("subject\n\nwords\ndiff --git a/x b/x\n", 4),
+        ("subject\n\nIndex: x\n", 3),
+        ("subject\n\n---\n", 3),
+        ("subject\n\n--- a/file\n", 3),
+        ("subject\n\n---  \n", 3),
+        ("subject\n\n----- a rule\n", None),
+        ("subject\n\n---x\n", None),
+        ("subject\n\ndiffs -u\n", None),
+        ("subject\n\nindex: lower case\n", None),
+    ],
+)
 def test_message_break_finds_where_git_am_would_cut(body, line):
     assert message_break(body) == line
 
@@ -496,7 +544,9 @@ def test_trailers_are_the_key_value_lines_of_the_last_paragraph():
 def test_drop_when_reads_every_condition(tmp_path):
     path = tmp_path / "0001-a.patch"
     assert parse_drop_when("unset, upstream>=0.5.12, check:k", path) == (
-        DropCondition("upstream", "0.5.12"), DropCondition("check", "k"))
+        DropCondition("upstream", "0.5.12"),
+        DropCondition("check", "k"),
+    )
     assert parse_drop_when("upstream>=0.5.12", path)[0].holds_for_version("0.5.12")
     with pytest.raises(UserError) as caught:
         parse_drop_when("check:", path)
@@ -509,16 +559,22 @@ def test_drop_when_reads_every_condition(tmp_path):
 def test_trailer_problems_say_what_to_write():
     assert trailer_problems(entry("a", status="Unset", message="s\n\nUpstream-Status: Unset\nDrop-When: unset")) == [
         "Upstream-Status is unset (imported): make it one of Pending, Submitted, Backport, Denied, Inappropriate, "
-        "Accepted", "Drop-When is unset (imported): say when the patch can be dropped (check:NAME or upstream>=VERSION)"]
+        "Accepted",
+        "Drop-When is unset (imported): say when the patch can be dropped (check:NAME or upstream>=VERSION)",
+    ]
     assert trailer_problems(entry("a", status="Maybe", drop_when=[DropCondition("check", "k")])) == [
-        "Upstream-Status 'Maybe' is not one of Pending, Submitted, Backport, Denied, Inappropriate, Accepted"]
+        "Upstream-Status 'Maybe' is not one of Pending, Submitted, Backport, Denied, Inappropriate, Accepted"
+    ]
 
 
 def test_render_series_names_the_file_it_refuses(tmp_path):
     (tmp_path / "patches").mkdir()
     with pytest.raises(UserError) as caught:
         render_series(tmp_path, ["0001-a.patch", "0001-A.patch"])
-    assert str(caught.value) == f"cannot list '0001-A.patch' twice in {tmp_path / 'patches' / 'series'}: list each patch once"
+    assert (
+        str(caught.value)
+        == f"cannot list '0001-A.patch' twice in {tmp_path / 'patches' / 'series'}: list each patch once"
+    )
     with pytest.raises(UserError) as caught:
         render_series(tmp_path, ["../x.patch"])
     assert caught.value.hint.startswith("name patches as `git format-patch` does")
@@ -527,14 +583,23 @@ def test_render_series_names_the_file_it_refuses(tmp_path):
 def test_the_series_is_written_as_utf8_whatever_the_locale(tmp_path):
     (tmp_path / "patches").mkdir()
     (tmp_path / "patches" / "series").write_text("# la série de Kimi\n0001-a.patch\n", encoding="utf-8")
-    env = {**os.environ, "LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0",
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
-    script = ("import sys; from pathlib import Path; from sglpatch.queue.series import write_series; "
-              "write_series(Path(sys.argv[1]), ['0001-a.patch', '0002-b.patch'])")
+    env = {
+        **os.environ,
+        "LC_ALL": "C",
+        "LANG": "C",
+        "PYTHONUTF8": "0",
+        "PYTHONCOERCECLOCALE": "0",
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])),
+    }
+    script = (
+        "import sys; from pathlib import Path; from sglpatch.queue.series import write_series; "
+        "write_series(Path(sys.argv[1]), ['0001-a.patch', '0002-b.patch'])"
+    )
     run = subprocess.run([sys.executable, "-c", script, str(tmp_path)], env=env, capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
-    assert (tmp_path / "patches" / "series").read_bytes().decode("utf-8") == \
-        "# la série de Kimi\n0001-a.patch\n0002-b.patch\n"
+    assert (tmp_path / "patches" / "series").read_bytes().decode(
+        "utf-8"
+    ) == "# la série de Kimi\n0001-a.patch\n0002-b.patch\n"
 
 
 def test_conflict_markers_are_named_per_file_and_only_where_a_diff_adds_them():
@@ -545,6 +610,7 @@ def test_conflict_markers_are_named_per_file_and_only_where_a_diff_adds_them():
 
     def section(path: str, body: str) -> str:
         return f"diff --git a/{path} b/{path}\n--- a/{path}\n+++ b/{path}\n{body}"
+
     added = section("a.py", "@@ -1 +1,3 @@\n+<<<<<<< ours\n x\n+>>>>>>> theirs\n")
     removed = section("b.py", "@@ -1 +1 @@\n-<<<<<<< old\n+y\n")
     rule = section("c.rst", "@@ -1 +1,2 @@\n t\n+=======\n")
@@ -572,7 +638,9 @@ def test_crlf_in_the_message_alone_or_the_diff_headers_alone_is_refused(tmp_path
         return
     with pytest.raises(UserError) as error:
         parse_patch(tmp_path / "0001-a.patch")
-    assert str(error.value) == f"{tmp_path / '0001-a.patch'} has CRLF line endings: convert with `dos2unix` or re-export"
+    assert (
+        str(error.value) == f"{tmp_path / '0001-a.patch'} has CRLF line endings: convert with `dos2unix` or re-export"
+    )
 
 
 def test_a_later_file_whose_diff_removes_a_dash_line_and_an_earlier_one_not_utf8(tmp_path):
@@ -585,24 +653,32 @@ def test_a_later_file_whose_diff_removes_a_dash_line_and_an_earlier_one_not_utf8
     data = text.encode().replace(b"+cafe\n", b"+caf\xe9\n", 1)
     (tmp_path / "0001-a.patch").write_bytes(data)
     patch = parse_patch(tmp_path / "0001-a.patch")
-    assert (patch.subject, patch.files, patch.message) == ("two files", ("python/a.txt", "python/b.sql"),
-                                                          "Why this change exists.\n\nUpstream-Status: Pending\n"
-                                                          "Drop-When: check:example")
+    assert (patch.subject, patch.files, patch.message) == (
+        "two files",
+        ("python/a.txt", "python/b.sql"),
+        "Why this change exists.\n\nUpstream-Status: Pending\nDrop-When: check:example",
+    )
     one = patch_text(repo, base, {"python/b.sql": "select 1;\n"}, message("one file"))
     (tmp_path / "0002-b.patch").write_text(one)
     assert parse_patch(tmp_path / "0002-b.patch").files == ("python/b.sql",)
 
 
-@pytest.mark.parametrize("damage, error", [
-    (lambda t: t.split("\n\n", 1)[0] + "\n", "is not a git format-patch file (no mail header with a Subject)"),
-    (lambda t: re.sub(r"(?m)^Subject: .*$", "X-Subject: none", t, count=1),
-     "is not a git format-patch file (no mail header with a Subject)"),
-    (lambda t: re.sub(r"(?m)^From: .*$", "From: =?x-no-such-charset?q?A?= <a@example.org>", t, count=1),
-     ": the From: header cannot be decoded"),
-    (lambda t: t.replace("Drop-When: check:example", "Drop-When: upstream>=soon"),
-     ": Drop-When"),
-    (lambda t: t, None),
-])
+@pytest.mark.parametrize(
+    "damage, error",
+    [
+        (lambda t: t.split("\n\n", 1)[0] + "\n", "is not a git format-patch file (no mail header with a Subject)"),
+        (
+            lambda t: re.sub(r"(?m)^Subject: .*$", "X-Subject: none", t, count=1),
+            "is not a git format-patch file (no mail header with a Subject)",
+        ),
+        (
+            lambda t: re.sub(r"(?m)^From: .*$", "From: =?x-no-such-charset?q?A?= <a@example.org>", t, count=1),
+            ": the From: header cannot be decoded",
+        ),
+        (lambda t: t.replace("Drop-When: check:example", "Drop-When: upstream>=soon"), ": Drop-When"),
+        (lambda t: t, None),
+    ],
+)
 def test_a_damaged_mail_header_or_trailer_is_named_with_its_file(tmp_path, damage, error):
     """Each refusal starts with the patch file's path (a blank line lost from the header, a Subject
     renamed, a From: in an unknown charset, a Drop-When that is no condition); the twin is intact."""

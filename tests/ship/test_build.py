@@ -31,8 +31,9 @@ def pristine():
     return source.pristine_tree(PIN.version, PIN)
 
 
-def real_patch(pristine: Path, tmp: Path, subject: str, drop: str = "upstream>=0.5.12",
-               new_text: str | None = None) -> str:
+def real_patch(
+    pristine: Path, tmp: Path, subject: str, drop: str = "upstream>=0.5.12", new_text: str | None = None
+) -> str:
     """A format-patch file that appends a marker to the real kimi_k25.py of the pinned release."""
     repo = git.Repo.init(tmp)
     target = tmp / KIMI
@@ -44,8 +45,9 @@ def real_patch(pristine: Path, tmp: Path, subject: str, drop: str = "upstream>=0
     target.write_text(new_text if new_text is not None else original + f"\n{MARKER}\n")
     repo.index.add([KIMI])
     repo.index.commit(message(subject, drop=drop))
-    return repo.git.format_patch("--stdout", "--zero-commit", "--no-signature", "--full-index", "-1",
-                                 "HEAD", strip_newline_in_stdout=False)
+    return repo.git.format_patch(
+        "--stdout", "--zero-commit", "--no-signature", "--full-index", "-1", "HEAD", strip_newline_in_stdout=False
+    )
 
 
 @pytest.fixture(scope="module")
@@ -107,16 +109,19 @@ def test_pip_install_over_upstream_runs_the_patched_code(built, tmp_path):
     pip = [str(python), "-m", "pip", "install", "--quiet", "--no-deps", "--no-index"]
     subprocess.run(pip + [str(upstream)], check=True)
     subprocess.run(pip + [data["wheel"]], check=True)
-    probe = ("import importlib.metadata as m, importlib.util as u, pathlib;"
-             "spec = u.find_spec('sglang');"
-             "root = pathlib.Path(spec.origin).parent;"
-             "print(m.version('sglang'));"
-             "ns = {}; exec(compile((root / 'srt/models/kimi_k25.py').read_text().split('\\n\\n')[-1], 'm', 'exec'), ns);"
-             "print(ns['SGLPATCH_TEST_MARKER'])")
+    probe = (
+        "import importlib.metadata as m, importlib.util as u, pathlib;"
+        "spec = u.find_spec('sglang');"
+        "root = pathlib.Path(spec.origin).parent;"
+        "print(m.version('sglang'));"
+        "ns = {}; exec(compile((root / 'srt/models/kimi_k25.py').read_text().split('\\n\\n')[-1], 'm', 'exec'), ns);"
+        "print(ns['SGLPATCH_TEST_MARKER'])"
+    )
     out = subprocess.run([str(python), "-c", probe], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["0.5.9+kimi.2", "patched"]
-    listed = subprocess.run([str(python), "-m", "pip", "list", "--format=json"], capture_output=True,
-                            text=True, check=True).stdout
+    listed = subprocess.run(
+        [str(python), "-m", "pip", "list", "--format=json"], capture_output=True, text=True, check=True
+    ).stdout
     assert {"name": "sglang", "version": "0.5.9+kimi.2"} in json.loads(listed)
 
 
@@ -144,20 +149,27 @@ def test_patch_naming_an_unknown_check_fails_the_build(pristine, tmp_path):
 
 def test_patch_that_breaks_python_fails_the_build(pristine, tmp_path):
     broken = (pristine / KIMI).read_text() + "\ndef broken(:\n"
-    root = make_project(tmp_path / "project",
-                        {"0001-broken.patch": real_patch(pristine, tmp_path / "p", "kimi: break", new_text=broken)})
+    root = make_project(
+        tmp_path / "project",
+        {"0001-broken.patch": real_patch(pristine, tmp_path / "p", "kimi: break", new_text=broken)},
+    )
     assert_one_line_error(run_cli(root), KIMI, "does not compile")
     assert not (root / "dist").exists()
 
 
 def test_missing_dependency_is_one_line(tmp_path):
     # -S hides site-packages, where GitPython is installed
-    result = subprocess.run([sys.executable, "-S", str(REPO_ROOT / "build.py")], capture_output=True, text=True,
-                            cwd=tmp_path)
+    result = subprocess.run(
+        [sys.executable, "-S", str(REPO_ROOT / "build.py")], capture_output=True, text=True, cwd=tmp_path
+    )
     assert_one_line_error(result, "missing Python package git", "pip install -r requirements.txt")
 
 
 def test_missing_git_program_is_one_line(tmp_path):
-    result = subprocess.run([sys.executable, str(REPO_ROOT / "build.py"), "status"], capture_output=True,
-                            text=True, env={"PATH": str(tmp_path), "HOME": str(tmp_path)})
+    result = subprocess.run(
+        [sys.executable, str(REPO_ROOT / "build.py"), "status"],
+        capture_output=True,
+        text=True,
+        env={"PATH": str(tmp_path), "HOME": str(tmp_path)},
+    )
     assert_one_line_error(result, "git program was not found", "install git")

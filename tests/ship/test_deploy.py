@@ -28,8 +28,9 @@ LINES = {"production": REPO_ROOT, "latest": REPO_ROOT / "lines" / "latest"}
 
 def render(tmp_path, *args: str, line: str = "production"):
     out = tmp_path / f"out-{line}"
-    result = run_cli(REPO_ROOT, *(("--line", line) if line != "production" else ()), "deploy", "--out", str(out),
-                     "--json", *args)
+    result = run_cli(
+        REPO_ROOT, *(("--line", line) if line != "production" else ()), "deploy", "--out", str(out), "--json", *args
+    )
     assert result.returncode == 0, result.stderr
     return out, json.loads(result.stdout)
 
@@ -59,6 +60,7 @@ def multinode(rendered):
 
 # ---------------------------------------------------------------- what is rendered
 
+
 @pytest.mark.parametrize("line", sorted(LINES))
 def test_image_references_come_from_the_pin_and_the_series(tmp_path, line):
     pin = read_pin(LINES[line])
@@ -68,8 +70,12 @@ def test_image_references_come_from_the_pin_and_the_series(tmp_path, line):
     assert data["images"] == {"sglang-kimi": product, "sglang-router": router}
     env = dict(l.split("=", 1) for l in (out / "compose" / ".env").read_text().splitlines())
     assert (env["SGLANG_KIMI_IMAGE"], env["SGLANG_ROUTER_IMAGE"]) == (product, router)
-    images = {c["image"] for d in load_all(out / "k8s" / "single.rendered.yaml") if d["kind"] == "Deployment"
-              for c in d["spec"]["template"]["spec"]["containers"]}
+    images = {
+        c["image"]
+        for d in load_all(out / "k8s" / "single.rendered.yaml")
+        if d["kind"] == "Deployment"
+        for c in d["spec"]["template"]["spec"]["containers"]
+    }
     assert images == {product, router}
 
 
@@ -84,8 +90,14 @@ def test_a_pushed_digest_is_what_gets_deployed(tmp_path):
     pin = read_pin(REPO_ROOT)
     digest = "sha256:" + "ab" * 32
     report = tmp_path / "pushed.json"
-    report.write_text(json.dumps({"image": f"127.0.0.1:5000/x/sglang-kimi:{pin.version}-kimi.{pin.series_release}-cu130",
-                                  "pull": f"127.0.0.1:5000/x/sglang-kimi@{digest}"}))
+    report.write_text(
+        json.dumps(
+            {
+                "image": f"127.0.0.1:5000/x/sglang-kimi:{pin.version}-kimi.{pin.series_release}-cu130",
+                "pull": f"127.0.0.1:5000/x/sglang-kimi@{digest}",
+            }
+        )
+    )
     out, data = render(tmp_path, "--image-json", str(report))
     assert data["images"]["sglang-kimi"] == f"127.0.0.1:5000/x/sglang-kimi@{digest}"
     assert data["images"]["sglang-router"].startswith("127.0.0.1:5000/x/sglang-router:")
@@ -105,12 +117,13 @@ def test_replica_count_reaches_compose_and_both_overlays(rendered, single, multi
     replicas = [s for s in compose["services"] if s.startswith("replica-")]
     assert replicas == ["replica-0", "replica-1", "replica-2"]
     router = compose["services"]["router"]
-    urls = router["command"][router["command"].index("--worker-urls") + 1:]
+    urls = router["command"][router["command"].index("--worker-urls") + 1 :]
     assert urls == [f"http://{r}:30000" for r in replicas]
     assert router["depends_on"] == {r: {"condition": "service_healthy"} for r in replicas}
     gpu = yaml.safe_load((out / "compose" / "gpu.yaml").read_text())
-    assert {s: v["deploy"]["resources"]["reservations"]["devices"][0]["count"] for s, v in gpu["services"].items()} \
-        == {r: 8 for r in replicas}
+    assert {s: v["deploy"]["resources"]["reservations"]["devices"][0]["count"] for s, v in gpu["services"].items()} == {
+        r: 8 for r in replicas
+    }
     assert kind(single, "Deployment", "sglang-kimi")[0]["spec"]["replicas"] == 3
     assert kind(multinode, "LeaderWorkerSet")[0]["spec"]["replicas"] == 3
     assert not kind(multinode, "Deployment", "sglang-kimi")
@@ -138,11 +151,13 @@ def test_the_cpu_override_runs_the_same_settings_as_the_cpu_smoke_tests(rendered
             i += 2 if has_value else 1
         return out
 
-    assert {k: v for k, v in pairs(wanted).items() if k not in skipped} == \
-        {k: v for k, v in pairs(cpu).items() if k != "--skip-server-warmup"}
+    assert {k: v for k, v in pairs(wanted).items() if k not in skipped} == {
+        k: v for k, v in pairs(cpu).items() if k != "--skip-server-warmup"
+    }
 
 
 # ---------------------------------------------------------------- negative twins: the policy fires
+
 
 def _workers(docs):
     return kind(docs, "Deployment", "sglang-kimi")[0]["spec"]["template"]["spec"]
@@ -165,20 +180,24 @@ BROKEN = {
     "readinessProbe": _drop("readinessProbe"),
     "livenessProbe": _drop("livenessProbe"),
     "startupProbe allows": lambda d: _workers(d)["containers"][0]["startupProbe"].update(failureThreshold=60),
-    "resources.limits['nvidia.com/gpu'] is '4'":
-        lambda d: _workers(d)["containers"][0]["resources"]["limits"].update({"nvidia.com/gpu": 4}),
+    "resources.limits['nvidia.com/gpu'] is '4'": lambda d: _workers(d)["containers"][0]["resources"]["limits"].update(
+        {"nvidia.com/gpu": 4}
+    ),
     "resources.requests['nvidia.com/gpu'] is ''": lambda d: _workers(d)["containers"][0]["resources"].pop("requests"),
     "/dev/shm": lambda d: _workers(d)["volumes"][-1].update(emptyDir={}),
-    "one replica at a time":
-        lambda d: kind(d, "Deployment", "sglang-kimi")[0]["spec"]["strategy"]["rollingUpdate"].update(maxUnavailable=2),
+    "one replica at a time": lambda d: kind(d, "Deployment", "sglang-kimi")[0]["spec"]["strategy"][
+        "rollingUpdate"
+    ].update(maxUnavailable=2),
     "PodDisruptionBudget": _without("PodDisruptionBudget"),
     "Service in front of the router": _without("Service", "sglang-router"),
     "no RoleBinding": _without("RoleBinding"),
     "no RoleBinding to a Role": lambda d: kind(d, "Role")[0]["rules"][0].update(verbs=["get", "list"]),
     "no serviceAccountName": lambda d: kind(d, "Deployment", "sglang-router")[0]["spec"]["template"]["spec"].pop(
-        "serviceAccountName"),
+        "serviceAccountName"
+    ),
     "no --service-discovery": lambda d: kind(d, "Deployment", "sglang-router")[0]["spec"]["template"]["spec"][
-        "containers"][0]["args"].remove("--service-discovery"),
+        "containers"
+    ][0]["args"].remove("--service-discovery"),
     "no workload of replicas": _without("Deployment", "sglang-kimi"),
 }
 
@@ -194,10 +213,11 @@ def test_the_policy_refuses_manifests_without(single, needle):
 MULTINODE_BROKEN = {
     "leader: no startupProbe": lambda d: _leader(d)["containers"][0].pop("startupProbe"),
     "worker: resources.limits['nvidia.com/gpu']": lambda d: kind(d, "LeaderWorkerSet")[0]["spec"][
-        "leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0]["resources"]["limits"].clear(),
-    "--selector lacks ['leaderworkerset.sigs.k8s.io/worker-index=0']": lambda d: kind(
-        d, "Deployment", "sglang-router")[0]["spec"]["template"]["spec"]["containers"][0]["args"].remove(
-        manifests.LEADER_LABEL),
+        "leaderWorkerTemplate"
+    ]["workerTemplate"]["spec"]["containers"][0]["resources"]["limits"].clear(),
+    "--selector lacks ['leaderworkerset.sigs.k8s.io/worker-index=0']": lambda d: kind(d, "Deployment", "sglang-router")[
+        0
+    ]["spec"]["template"]["spec"]["containers"][0]["args"].remove(manifests.LEADER_LABEL),
 }
 
 
@@ -241,12 +261,14 @@ def test_a_template_without_a_probe_is_refused_whole_and_the_last_output_stays(t
 
 def test_bad_replica_counts_are_one_line(tmp_path):
     for value in ("0", "x", "65", "-1"):
-        assert_one_line_error(run_cli(REPO_ROOT, "deploy", "--out", str(tmp_path / "o"), "--replicas", value),
-                              "--replicas")
+        assert_one_line_error(
+            run_cli(REPO_ROOT, "deploy", "--out", str(tmp_path / "o"), "--replicas", value), "--replicas"
+        )
     assert not (tmp_path / "o").exists()
 
 
 # ---------------------------------------------------------------- Compose accepts the files
+
 
 @pytest.fixture(scope="module")
 def compose_cli():
@@ -261,8 +283,13 @@ def compose_cli():
 @pytest.mark.parametrize("override", ["gpu.yaml", "cpu.yaml"])
 def test_docker_compose_accepts_the_project_with_each_override(rendered, compose_cli, override):
     compose = rendered[0] / "compose"
-    out = subprocess.run([compose_cli, "-f", "compose.yaml", "-f", override, "config"], cwd=compose,
-                         capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    out = subprocess.run(
+        [compose_cli, "-f", "compose.yaml", "-f", override, "config"],
+        cwd=compose,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )
     assert out.returncode == 0, out.stderr
     config = yaml.safe_load(out.stdout)
     replica = config["services"]["replica-1"]
@@ -276,8 +303,14 @@ def test_docker_compose_up_without_env_says_what_to_run(rendered, compose_cli, t
     compose = tmp_path / "compose"
     shutil.copytree(rendered[0] / "compose", compose)
     (compose / ".env").unlink()
-    out = subprocess.run([compose_cli, "config"], cwd=compose, capture_output=True, text=True,
-                         stdin=subprocess.DEVNULL, env={"PATH": "/usr/bin:/bin"})
+    out = subprocess.run(
+        [compose_cli, "config"],
+        cwd=compose,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        env={"PATH": "/usr/bin:/bin"},
+    )
     assert out.returncode != 0 and "run python build.py deploy" in out.stderr
 
 
@@ -286,8 +319,14 @@ def test_compose_and_kubernetes_run_the_replicas_with_the_same_arguments(rendere
     compose = yaml.safe_load((rendered[0] / "compose" / "compose.yaml").read_text())["services"]["replica-0"]
     k8s = _workers(single)["containers"][0]["args"]
     lws = _leader(multinode)["containers"][0]["args"]
-    multinode_only = {"--nnodes", "$(LWS_GROUP_SIZE)", "--node-rank", "$(LWS_WORKER_INDEX)", "--dist-init-addr",
-                      "$(LWS_LEADER_ADDRESS):20000"}
+    multinode_only = {
+        "--nnodes",
+        "$(LWS_GROUP_SIZE)",
+        "--node-rank",
+        "$(LWS_WORKER_INDEX)",
+        "--dist-init-addr",
+        "$(LWS_LEADER_ADDRESS):20000",
+    }
     assert compose["command"] == k8s
     # two machines: TP 16, the multi-node flags, and no allreduce fusion (FlashInfer's fused
     # allreduce works within one machine)
@@ -296,26 +335,37 @@ def test_compose_and_kubernetes_run_the_replicas_with_the_same_arguments(rendere
     assert [a for a in lws if a not in multinode_only] == expected
 
 
-def test_every_launch_server_flag_in_the_templates_exists_in_the_lines_release(rendered, single, multinode,
-                                                                           runtime):
+def test_every_launch_server_flag_in_the_templates_exists_in_the_lines_release(rendered, single, multinode, runtime):
     """A flag SGLang does not know stops a replica at start-up, which only a GPU cluster would see:
     every flag of the templates is one the line's release's own argument parser accepts."""
     import sglang_runtime
 
-    script = sglang_runtime.emit_snippet() + """
+    script = (
+        sglang_runtime.emit_snippet()
+        + """
 import argparse
 from sglang.srt.server_args import ServerArgs
 parser = argparse.ArgumentParser()
 ServerArgs.add_cli_args(parser)
 emit(sorted(s for a in parser._actions for s in a.option_strings))
 """
+    )
     result = runtime.run(script, variant="pristine", timeout=300)
     known = set(result.result() or ())
     assert known, result.stderr[-4000:]
     compose = yaml.safe_load((rendered[0] / "compose" / "compose.yaml").read_text())["services"]["replica-0"]
     cpu = yaml.safe_load((rendered[0] / "compose" / "cpu.yaml").read_text())["services"]["replica-0"]
-    used = {a for args in (compose["command"], cpu["command"], _workers(single)["containers"][0]["args"],
-                           _leader(multinode)["containers"][0]["args"]) for a in args if a.startswith("--")}
+    used = {
+        a
+        for args in (
+            compose["command"],
+            cpu["command"],
+            _workers(single)["containers"][0]["args"],
+            _leader(multinode)["containers"][0]["args"],
+        )
+        for a in args
+        if a.startswith("--")
+    }
     assert {"--nnodes", "--node-rank", "--dist-init-addr", "--speculative-algorithm"} <= used
     assert used - known == set()
     # negative twin: a flag no release has is caught

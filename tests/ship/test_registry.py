@@ -40,16 +40,20 @@ def tiny_image(engine, ref: str, content: bytes) -> str:
         info = tarfile.TarInfo("payload")
         info.size = len(content)
         tar.addfile(info, io.BytesIO(content))
-    subprocess.run([engine.builder.client, "import", "-", ref], input=data.getvalue(), check=True,
-                   capture_output=True, env=engine.env())
+    subprocess.run(
+        [engine.builder.client, "import", "-", ref],
+        input=data.getvalue(),
+        check=True,
+        capture_output=True,
+        env=engine.env(),
+    )
     return engine.docker("image", "inspect", "--format", "{{.Id}}", ref).stdout.strip()
 
 
 def push(engine, tags: list[str], series: str = SERIES) -> dict:
     stream = partial(image.stream, cwd=Path.cwd())
     image_id = local_image_id(engine.builder.client, tags[0], engine.env())
-    return publish(engine.builder.client, tags, image_id, series, engine.env(),
-                   lambda argv, env: stream(argv, env=env))
+    return publish(engine.builder.client, tags, image_id, series, engine.env(), lambda argv, env: stream(argv, env=env))
 
 
 def tags_of(served, repo: str, release: str) -> tuple[str, str]:
@@ -67,8 +71,10 @@ DOWN = 'Get "http://HOST/v2/": dial tcp HOST: connect: connection refused'
 NO_CREDENTIALS = 'Get "http://HOST/v2/REPO/manifests/TAG": no basic auth credentials'
 PUSH_DOWN = "The push refers to repository [HOST/REPO]\n" + DOWN
 # the registry's token server (another port, with 403 in it) is down; its URL names the repository
-TOKEN_DOWN = ('Get "http://127.0.0.1:4031/token?scope=repository:REPO:pull,push&service=registry": '
-              "dial tcp 127.0.0.1:4031: connect: connection refused")
+TOKEN_DOWN = (
+    'Get "http://127.0.0.1:4031/token?scope=repository:REPO:pull,push&service=registry": '
+    "dial tcp 127.0.0.1:4031: connect: connection refused"
+)
 FULL = "REPO blob upload unknown: received unexpected HTTP status: 507 Insufficient Storage"
 
 
@@ -89,7 +95,9 @@ def test_a_port_is_no_status_code(port):
         assert "refused reading" in refused and f"docker login {host}" in refused
 
 
-@pytest.mark.parametrize("repo", ["denied", "forbidden/unauthorized", "status-403", "quota/disk-quota-exceeded-507", "credentials"])
+@pytest.mark.parametrize(
+    "repo", ["denied", "forbidden/unauthorized", "status-403", "quota/disk-quota-exceeded-507", "credentials"]
+)
 def test_a_repository_name_is_not_what_docker_said(repo):
     """A registry that is down is down whatever the repository is called; the twins: docker's own
     words for a refusal and a full disk are still read as those."""
@@ -106,7 +114,9 @@ def test_a_push_reports_the_digest_the_registry_serves_for_every_tag(docker_engi
     docker_engine.docker("tag", release, latest)
     report = push(docker_engine, [release, latest])
     assert [(p["tag"], p["kind"], p["status"]) for p in report["pushed"]] == [
-        (release, "release", "pushed"), (latest, "floating", "pushed")]
+        (release, "release", "pushed"),
+        (latest, "floating", "pushed"),
+    ]
     for tag in ("latest", f"{SERIES}-cu130"):
         digest, manifest = local_registry.manifest("digest/" + NAME, tag)
         assert digest == report["digest"] and manifest["config"]["digest"] == image_id == report["image_id"]

@@ -69,13 +69,20 @@ class Project:
     def __init__(self, directory: Path, engine, models: Path, name: str):
         self.dir, self.engine, self.name = directory, engine, name
         self.port, self.metrics_port = _free_port(), _free_port()
-        self.env = {**os.environ, **engine.env(), "ROUTER_BIND": "127.0.0.1", "ROUTER_PORT": str(self.port),
-                    "ROUTER_METRICS_PORT": str(self.metrics_port), "MODEL_DIR": str(models)}
+        self.env = {
+            **os.environ,
+            **engine.env(),
+            "ROUTER_BIND": "127.0.0.1",
+            "ROUTER_PORT": str(self.port),
+            "ROUTER_METRICS_PORT": str(self.metrics_port),
+            "MODEL_DIR": str(models),
+        }
 
     def compose(self, *args: str, timeout: float = 300, check: bool = True) -> subprocess.CompletedProcess:
         argv = [compose_cli(), "-p", self.name, "-f", "compose.yaml", "-f", "cpu.yaml", *args]
-        out = subprocess.run(argv, cwd=self.dir, env=self.env, capture_output=True, text=True,
-                             stdin=subprocess.DEVNULL, timeout=timeout)
+        out = subprocess.run(
+            argv, cwd=self.dir, env=self.env, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=timeout
+        )
         if check and out.returncode != 0:
             raise AssertionError(f"docker-compose {' '.join(args)} failed ({out.returncode}):\n{out.stderr[-4000:]}")
         return out
@@ -99,8 +106,11 @@ class Project:
         return f"http://127.0.0.1:{self.port}{path}"
 
     def generate(self, prompt: str, timeout: float = 300, sampling: dict = scripts.GREEDY) -> tuple[int, dict]:
-        request = urllib.request.Request(self.url("/generate"), headers={"Content-Type": "application/json"},
-                                         data=json.dumps({"text": prompt, "sampling_params": sampling}).encode())
+        request = urllib.request.Request(
+            self.url("/generate"),
+            headers={"Content-Type": "application/json"},
+            data=json.dumps({"text": prompt, "sampling_params": sampling}).encode(),
+        )
         try:
             with urllib.request.urlopen(request, timeout=timeout) as resp:
                 return resp.status, json.loads(resp.read())
@@ -130,8 +140,14 @@ def images(tmp_path_factory, docker_engine, standin_base):
     data = json.loads(rendered.stdout)
     base = image_standin.router_base(docker_engine, sglang_runtime.cache_dir())
     argv = deploy.router_build_argv(REPO_ROOT, data["images"]["sglang-router"], base_image=base)
-    router = subprocess.run([docker_engine.builder.client, *argv[1:]], env=docker_engine.env(), capture_output=True,
-                            text=True, stdin=subprocess.DEVNULL, timeout=900)
+    router = subprocess.run(
+        [docker_engine.builder.client, *argv[1:]],
+        env=docker_engine.env(),
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=900,
+    )
     assert router.returncode == 0, router.stderr[-4000:]
     _say(f"product and router images built in {time.monotonic() - start:.0f}s")
     return data
@@ -182,10 +198,14 @@ def test_every_router_flag_in_the_templates_is_one_the_pinned_router_knows(image
     helped = docker_engine.docker("run", "--rm", images["images"]["sglang-router"], "--help").stdout
     known = set(re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]+)", helped))
     compose = yaml.safe_load((Path(images["compose"]) / "compose.yaml").read_text())["services"]["router"]
-    k8s = [d for d in yaml.safe_load_all((Path(images["out"]) / "k8s" / "single.rendered.yaml").read_text())
-           if d["kind"] == "Deployment" and d["metadata"]["name"] == "sglang-router"][0]
-    used = {a for a in compose["command"] + k8s["spec"]["template"]["spec"]["containers"][0]["args"]
-            if a.startswith("--")}
+    k8s = [
+        d
+        for d in yaml.safe_load_all((Path(images["out"]) / "k8s" / "single.rendered.yaml").read_text())
+        if d["kind"] == "Deployment" and d["metadata"]["name"] == "sglang-router"
+    ][0]
+    used = {
+        a for a in compose["command"] + k8s["spec"]["template"]["spec"]["containers"][0]["args"] if a.startswith("--")
+    }
     assert {"--service-discovery", "--worker-urls", "--retry-max-retries", "--cb-failure-threshold"} <= used
     assert used - known == set() and "--no-such-router-flag" not in known
 
@@ -229,8 +249,10 @@ def test_a_replica_killed_under_load_is_ejected_no_request_fails_and_it_rejoins(
         _wait(lambda: watch.first(False, after=killed["at"]) is not None, killed["at"], 120)
     ejected = watch.first(False, after=killed["at"]) - killed["at"]
     failed = [(s, error) for s, _, error in results if s != 200]
-    _say(f"load: {len(results)} sent, {len(results) - len(failed)} served, {len(failed)} failed in "
-         f"{time.monotonic() - start:.0f}s; replica-1 killed after 4, ejected {ejected:.1f}s after the kill")
+    _say(
+        f"load: {len(results)} sent, {len(results) - len(failed)} served, {len(failed)} failed in "
+        f"{time.monotonic() - start:.0f}s; replica-1 killed after 4, ejected {ejected:.1f}s after the kill"
+    )
     assert len(results) == LOAD_REQUESTS and not failed, (failed, _router_errors(up))
     assert ejected <= EJECT_SECONDS
 
@@ -242,18 +264,25 @@ def test_a_replica_killed_under_load_is_ejected_no_request_fails_and_it_rejoins(
     rounds = 0
     with concurrent.futures.ThreadPoolExecutor(2) as pool:  # two at a time: one reaches each replica
         while up.served("replica-1") == served_before and rounds < 6:
-            assert [s for s, _ in pool.map(lambda i: up.generate(_prompt(300 + i), sampling=SHORT),
-                                           (2 * rounds, 2 * rounds + 1))] == [200, 200]
+            assert [
+                s
+                for s, _ in pool.map(
+                    lambda i: up.generate(_prompt(300 + i), sampling=SHORT), (2 * rounds, 2 * rounds + 1)
+                )
+            ] == [200, 200]
             rounds += 1
-    _say(f"replica-1 restarted by its policy: healthy {healthy:.0f}s after the kill, back in the router "
-         f"after {rejoined:.0f}s, served again within {rounds} rounds of 2 requests")
+    _say(
+        f"replica-1 restarted by its policy: healthy {healthy:.0f}s after the kill, back in the router "
+        f"after {rejoined:.0f}s, served again within {rounds} rounds of 2 requests"
+    )
     assert up.served("replica-1") > served_before
 
 
 def _router_errors(project: Project) -> str:
     logs = project.compose("logs", "--no-color", "router", check=False).stdout
-    return "\n".join(l[-300:] for l in re.sub(r"\x1b\[[0-9;]*m", "", logs).splitlines()
-                     if "ERROR" in l or "status_code=5" in l)[-6000:]
+    return "\n".join(
+        l[-300:] for l in re.sub(r"\x1b\[[0-9;]*m", "", logs).splitlines() if "ERROR" in l or "status_code=5" in l
+    )[-6000:]
 
 
 def _wait(predicate, since: float, timeout: float) -> float:

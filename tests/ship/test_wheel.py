@@ -31,7 +31,7 @@ UPSTREAM_WHEEL = {
 }
 PATCHED = {  # the series' result, as upstream repository paths (None: the series deleted it)
     "python/sglang/srt/models/kimi_k25.py": b"class KimiK25:\n    def set_eagle3_layers_to_capture(self, ids):\n"
-                                            b"        return self.language_model.set_eagle3_layers_to_capture(ids)\n",
+    b"        return self.language_model.set_eagle3_layers_to_capture(ids)\n",
     "python/sglang/srt/added.py": b"ADDED = 'by the series'\n",
     "python/sglang/srt/gone.py": None,
 }
@@ -72,8 +72,10 @@ def record_mismatches(path: Path) -> list[str]:
                 continue
             data = whl.read(name)
             algorithm, _, value = digest.partition("=")
-            if algorithm != "sha256" or value != base64.urlsafe_b64encode(
-                    hashlib.sha256(data).digest()).rstrip(b"=").decode():
+            if (
+                algorithm != "sha256"
+                or value != base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+            ):
                 found.append(f"{name}: hash {digest} is not the member's")
             if size != str(len(data)):
                 found.append(f"{name}: size {size} is not the member's {len(data)}")
@@ -91,8 +93,14 @@ def overlay(tmp_path: Path) -> wheel.OverlayWheel:
             (tree / rel).parent.mkdir(parents=True, exist_ok=True)
             (tree / rel).write_bytes(data)
     changed = [*PATCHED, "python/pyproject.toml", "test/unrelated.py"]  # the last two: not in the wheel
-    return wheel.build_overlay(upstream, tree, changed, "1.0.0+kimi.3", tmp_path / "dist",
-                               {"upstream": {"version": "1.0.0"}, "patches": ["0001-kimi.patch"]})
+    return wheel.build_overlay(
+        upstream,
+        tree,
+        changed,
+        "1.0.0+kimi.3",
+        tmp_path / "dist",
+        {"upstream": {"version": "1.0.0"}, "patches": ["0001-kimi.patch"]},
+    )
 
 
 def test_the_overlay_wheels_record_matches_every_member_byte_for_byte(tmp_path):
@@ -101,20 +109,24 @@ def test_the_overlay_wheels_record_matches_every_member_byte_for_byte(tmp_path):
     dist-info that changed (METADATA's version, sglpatch.json) and every untouched file."""
     built = overlay(tmp_path)
     assert (built.replaced, built.added, built.removed) == (
-        ("sglang/srt/models/kimi_k25.py",), ("sglang/srt/added.py",), ("sglang/srt/gone.py",))
+        ("sglang/srt/models/kimi_k25.py",),
+        ("sglang/srt/added.py",),
+        ("sglang/srt/gone.py",),
+    )
     assert record_mismatches(built.path) == []
     info = "sglang-1.0.0+kimi.3.dist-info"
     with zipfile.ZipFile(built.path) as whl:
         rows = {r[0]: r[1:] for r in csv.reader(io.StringIO(whl.read(f"{info}/RECORD").decode()))}
         assert sorted(rows) == sorted(whl.namelist())
         assert "sglang/srt/gone.py" not in rows and rows[f"{info}/RECORD"] == ["", ""]
-        for member, data in [("sglang/srt/models/kimi_k25.py", PATCHED["python/sglang/srt/models/kimi_k25.py"]),
-                             ("sglang/srt/added.py", PATCHED["python/sglang/srt/added.py"]),
-                             ("sglang/srt/untouched.py", UPSTREAM_WHEEL["sglang/srt/untouched.py"])]:
+        for member, data in [
+            ("sglang/srt/models/kimi_k25.py", PATCHED["python/sglang/srt/models/kimi_k25.py"]),
+            ("sglang/srt/added.py", PATCHED["python/sglang/srt/added.py"]),
+            ("sglang/srt/untouched.py", UPSTREAM_WHEEL["sglang/srt/untouched.py"]),
+        ]:
             assert whl.read(member) == data
             assert rows[member] == record_of({member: data}).decode().strip().split(",")[1:], member
         assert b"Version: 1.0.0+kimi.3\n" in whl.read(f"{info}/METADATA")
-
 
 
 def test_a_wheels_data_directory_moves_to_the_new_version_and_pip_installs_its_script(tmp_path):
@@ -133,9 +145,24 @@ def test_a_wheels_data_directory_moves_to_the_new_version_and_pip_installs_its_s
     assert not [n for n in names if n.startswith(("sglang-1.0.0.data/", "sglang-1.0.0.dist-info/"))]
     assert record_mismatches(built.path) == []
     prefix = tmp_path / "prefix"
-    installed = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index",
-                                "--no-compile", "--disable-pip-version-check", "--prefix", str(prefix),
-                                str(built.path)], capture_output=True, text=True)
+    installed = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-index",
+            "--no-compile",
+            "--disable-pip-version-check",
+            "--prefix",
+            str(prefix),
+            str(built.path),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert installed.returncode == 0, installed.stderr
     assert (prefix / "bin" / "sglang-tool").read_text().endswith("print('tool')\n")
 
@@ -174,8 +201,9 @@ def test_the_overlay_keeps_upstreams_member_attributes_and_times_and_writes_its_
             info.external_attr = (0o100755 if name == script else 0o100644) << 16
             whl.writestr(info, data)
     provenance = {"upstream": {"version": "1.0.0"}, "patches": ["0001-kimi.patch"], "a": 1}
-    built = wheel.build_overlay(upstream, tmp_path / "patched" / "x", [], "1.0.0+kimi.3",
-                                tmp_path / "new" / "dist", provenance)  # dist/ and its parent made
+    built = wheel.build_overlay(
+        upstream, tmp_path / "patched" / "x", [], "1.0.0+kimi.3", tmp_path / "new" / "dist", provenance
+    )  # dist/ and its parent made
     info_dir = "sglang-1.0.0+kimi.3.dist-info"
     with zipfile.ZipFile(built.path) as whl:
         got = {i.filename: i for i in whl.infolist()}
@@ -184,7 +212,9 @@ def test_the_overlay_keeps_upstreams_member_attributes_and_times_and_writes_its_
         for own in (f"{info_dir}/sglpatch.json", f"{info_dir}/RECORD"):
             assert got[own].external_attr >> 16 == 0o100644 and got[own].date_time == when, own
         assert b"\r" not in whl.read(f"{info_dir}/RECORD")
-        assert whl.read(f"{info_dir}/sglpatch.json") == (json.dumps(provenance, indent=2, sort_keys=True) + "\n").encode()
+        assert (
+            whl.read(f"{info_dir}/sglpatch.json") == (json.dumps(provenance, indent=2, sort_keys=True) + "\n").encode()
+        )
         metadata = whl.read(f"{info_dir}/METADATA").decode()
     assert metadata.startswith("Metadata-Version: 2.1\nName: sglang\nVersion: 1.0.0+kimi.3\n")
     assert metadata.endswith("\nVersion: 0.0.1 is what the old README said\n")
@@ -212,6 +242,7 @@ def test_bad_versions_and_a_damaged_upstream_wheel_are_refused_without_a_partial
     with pytest.raises(zipfile.BadZipFile):  # the sha256 check refuses it before a build gets here
         wheel.build_overlay(damaged, tmp_path, [], "1.0.0+kimi.1", tmp_path / "dist", {})
     assert not (tmp_path / "dist").exists() or list((tmp_path / "dist").iterdir()) == []
+
 
 def test_a_record_with_upstreams_hash_for_a_patched_file_is_caught(tmp_path):
     """The twin: the same overlay with the RECORD row of the patched file put back to upstream's

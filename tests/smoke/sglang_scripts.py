@@ -27,17 +27,28 @@ PROMPTS = [
 GREEDY = {"temperature": 0.0, "max_new_tokens": 12, "ignore_eos": True}
 
 # What pristine 0.5.9 dies of at start-up with a KimiK25 target and EAGLE-3 (the mission's error).
-MISSING_METHOD = ("AttributeError: 'KimiK25ForConditionalGeneration' object has no attribute "
-                  "'set_eagle3_layers_to_capture'")
+MISSING_METHOD = (
+    "AttributeError: 'KimiK25ForConditionalGeneration' object has no attribute 'set_eagle3_layers_to_capture'"
+)
 # The speculative-decoding metrics /generate reports in meta_info, by role. Three were renamed
 # between 0.5.9 and 0.5.23 (0.5.23: srt/managers/tokenizer_manager.py, spec_num_*_drafts).
 _SPEC_FIELDS = {
-    "0.5.9": {"verify": "spec_verify_ct", "accept_length": "spec_accept_length",
-              "accept_rate": "spec_accept_rate", "accepted": "spec_accept_token_num",
-              "proposed": "spec_draft_token_num", "histogram": "spec_accept_histogram"},
-    "0.5.23": {"verify": "spec_verify_ct", "accept_length": "spec_accept_length",
-               "accept_rate": "spec_accept_rate", "accepted": "spec_num_correct_drafts",
-               "proposed": "spec_num_proposed_drafts", "histogram": "spec_correct_drafts_histogram"},
+    "0.5.9": {
+        "verify": "spec_verify_ct",
+        "accept_length": "spec_accept_length",
+        "accept_rate": "spec_accept_rate",
+        "accepted": "spec_accept_token_num",
+        "proposed": "spec_draft_token_num",
+        "histogram": "spec_accept_histogram",
+    },
+    "0.5.23": {
+        "verify": "spec_verify_ct",
+        "accept_length": "spec_accept_length",
+        "accept_rate": "spec_accept_rate",
+        "accepted": "spec_num_correct_drafts",
+        "proposed": "spec_num_proposed_drafts",
+        "histogram": "spec_correct_drafts_histogram",
+    },
 }
 
 

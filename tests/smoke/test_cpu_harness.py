@@ -14,13 +14,16 @@ import sglang_runtime
 
 pytestmark = [pytest.mark.smoke]
 
-cpu_only = pytest.mark.skipif(sglang_runtime.gpu_available(),
-                              reason="the CPU harness is only active on machines without a GPU")
+cpu_only = pytest.mark.skipif(
+    sglang_runtime.gpu_available(), reason="the CPU harness is only active on machines without a GPU"
+)
 
 # ---------------------------------------------------------------------------------------------
 # build_tree_kernel_efficient
 
-BUILD_SCRIPT = sglang_runtime.emit_snippet() + """
+BUILD_SCRIPT = (
+    sglang_runtime.emit_snippet()
+    + """
 import torch
 from sglpatch_cpu_harness.tree_kernels import build_tree_kernel_efficient
 
@@ -39,6 +42,7 @@ def build(parent_list, selected_index, seq_lens, topk, depth, n):
 
 emit({name: build(*args) for name, args in CASES.items()})
 """
+)
 
 
 def rows(*bits: str) -> list[int]:
@@ -68,8 +72,16 @@ BUILD_EXPECTED = {
         "retrive_next_sibling": [[-1, -1, -1]],
     },
     "tree": {
-        "mask": rows("111 1000", "111 1100", "111 1010", "111 1101",  # request 0
-                     "11 1000", "11 1100", "11 1110", "11 1101"),  # request 1
+        "mask": rows(
+            "111 1000",
+            "111 1100",
+            "111 1010",
+            "111 1101",  # request 0
+            "11 1000",
+            "11 1100",
+            "11 1110",
+            "11 1101",
+        ),  # request 1
         "positions": [3, 4, 4, 5, 2, 3, 4, 4],
         "retrive_index": [[0, 1, 2, 3], [4, 5, 6, 7]],
         # next_token[p] = p's first child; next_sibling[p] = the child after p under p's parent
@@ -81,8 +93,7 @@ BUILD_EXPECTED = {
 
 @pytest.fixture(scope="module")
 def built_trees(runtime):
-    result = runtime.run(f"CASES = {BUILD_CASES!r}\n" + BUILD_SCRIPT, variant=None, harness=False,
-                         timeout=300)
+    result = runtime.run(f"CASES = {BUILD_CASES!r}\n" + BUILD_SCRIPT, variant=None, harness=False, timeout=300)
     assert result.returncode == 0, result.describe()
     return result.result()
 
@@ -95,7 +106,9 @@ def test_build_tree_reference_matches_hand_worked_tree(built_trees, case):
 # ---------------------------------------------------------------------------------------------
 # verify_tree_greedy
 
-VERIFY_SCRIPT = sglang_runtime.emit_snippet() + """
+VERIFY_SCRIPT = (
+    sglang_runtime.emit_snippet()
+    + """
 import torch
 from sglpatch_cpu_harness.tree_kernels import verify_tree_greedy
 
@@ -117,18 +130,17 @@ def verify(candidates, target_predict, steps=3):
 
 emit({name: verify(*args) for name, args in CASES.items()})
 """
+)
 
 VERIFY_CASES = {
     # Request 0 draft tokens [10, 11, 12, 13]; request 1 [20, 21, 22, 23] (position 0 = root).
     # target_predict[i] = the target's greedy token after flat node i.
     # r0: root predicts 11 = pos 1 -> accept; pos 1 predicts 13 = pos 3 -> accept; bonus 42.
     # r1: root predicts 21 = pos 1 -> accept; pos 1 predicts 23: pos 2 (22) no, sibling pos 3 yes.
-    "deep": ([[10, 11, 12, 13], [20, 21, 22, 23]],
-             [[11, 13, 99, 42], [21, 23, 98, 77]]),
+    "deep": ([[10, 11, 12, 13], [20, 21, 22, 23]], [[11, 13, 99, 42], [21, 23, 98, 77]]),
     # r0: root predicts 12: pos 1 (11) no, sibling pos 2 (12) yes; pos 2 has no child: stop, bonus 7.
     # r1: root predicts 5: pos 1 (21) no, no sibling: nothing accepted, bonus 5.
-    "sibling_and_none": ([[10, 11, 12, 13], [20, 21, 22, 23]],
-                         [[12, 0, 7, 0], [5, 0, 0, 0]]),
+    "sibling_and_none": ([[10, 11, 12, 13], [20, 21, 22, 23]], [[12, 0, 7, 0], [5, 0, 0, 0]]),
 }
 
 VERIFY_EXPECTED = {
@@ -147,8 +159,7 @@ VERIFY_EXPECTED = {
 
 @pytest.fixture(scope="module")
 def verified_trees(runtime):
-    result = runtime.run(f"CASES = {VERIFY_CASES!r}\n" + VERIFY_SCRIPT, variant=None, harness=False,
-                         timeout=300)
+    result = runtime.run(f"CASES = {VERIFY_CASES!r}\n" + VERIFY_SCRIPT, variant=None, harness=False, timeout=300)
     assert result.returncode == 0, result.describe()
     return result.result()
 
@@ -161,7 +172,9 @@ def test_verify_tree_greedy_reference_matches_hand_worked_result(verified_trees,
 # ---------------------------------------------------------------------------------------------
 # The harness inside SGLang's own processes
 
-WIRING_SCRIPT = sglang_runtime.emit_snippet() + """
+WIRING_SCRIPT = (
+    sglang_runtime.emit_snippet()
+    + """
 import ctypes, multiprocessing as mp, os
 
 
@@ -217,6 +230,7 @@ if __name__ == "__main__":
     child.join()
     emit({"main": main, "spawned": spawned})
 """
+)
 
 
 @cpu_only

@@ -63,8 +63,7 @@ PROMPT = scripts.PROMPTS[0]
 
 
 def override_name(version: str) -> str:
-    return ("SGLANG_EAGLE3_AUX_HIDDEN_STATE_LAYER_IDS" if version == "0.5.9"
-            else "--return-aux-hidden-state-layer-ids")
+    return "SGLANG_EAGLE3_AUX_HIDDEN_STATE_LAYER_IDS" if version == "0.5.9" else "--return-aux-hidden-state-layer-ids"
 
 
 def captured_for(ids: list[int], version: str) -> list[int]:
@@ -94,7 +93,7 @@ def _draft_variant(base: Path, dest: Path, layout: str) -> Path:
 
 
 # Runs in the runtime venv (torch, safetensors): the layer-probe pair from the always-0 pair.
-PROBE_BUILDER = r'''
+PROBE_BUILDER = r"""
 import json, shutil, sys
 from pathlib import Path
 import torch
@@ -153,7 +152,7 @@ assert int(d["d2t"][0]) == 0 and int(d["d2t"][1]) + 1 != 0  # draft id 1 is not 
 save_file({k: v.contiguous() for k, v in d.items()}, str(draft / "model.safetensors"),
           metadata={"format": "pt"})
 print("built", out)
-'''
+"""
 
 
 @pytest.fixture(scope="module")
@@ -161,24 +160,32 @@ def models(runtime, kimi_k25_8_pair, always0_pair_8, tmp_path_factory) -> dict:
     root = tmp_path_factory.mktemp("aux-layers")
     target, draft = kimi_k25_8_pair
     base_ids = json.loads((draft / "config.json").read_text())["eagle_config"][IDS_KEY]
-    assert json.loads((target / "config.json").read_text())["text_config"][
-        "num_hidden_layers"] == N_LAYERS
+    assert json.loads((target / "config.json").read_text())["text_config"]["num_hidden_layers"] == N_LAYERS
     probe = root / "probe"
     result = runtime.run(
         "import sys, runpy\n"
         f"sys.argv = ['probe', {str(always0_pair_8[0])!r}, {str(always0_pair_8[1])!r}, "
         f"{str(probe)!r}, {json.dumps(base_ids)!r}]\n"
         f"exec(compile({PROBE_BUILDER!r}, 'probe_builder', 'exec'))\n",
-        variant=None, harness=False, timeout=300)
+        variant=None,
+        harness=False,
+        timeout=300,
+    )
     assert result.returncode == 0, result.describe()
-    drafts = {layout: _draft_variant(draft, root / f"draft-{layout}", layout)
-              for layout in ("none", "mismatch")}
-    return {"root": root, "kimi": target, "kimi_draft": draft, "drafts": drafts,
-            "probe": (probe / "target", probe / "draft"), "ids": base_ids}
+    drafts = {layout: _draft_variant(draft, root / f"draft-{layout}", layout) for layout in ("none", "mismatch")}
+    return {
+        "root": root,
+        "kimi": target,
+        "kimi_draft": draft,
+        "drafts": drafts,
+        "probe": (probe / "target", probe / "draft"),
+        "ids": base_ids,
+    }
 
 
 def _cases(models: dict, variant: str, version: str) -> list[dict]:
     """(case, engine kwargs, extra environment) of a variant's script, in launch order."""
+
     def kw(target, draft, **extra):
         kwargs = scripts.engine_kwargs(target, draft)
         kwargs.update(extra)
@@ -188,30 +195,35 @@ def _cases(models: dict, variant: str, version: str) -> list[dict]:
     if variant == "pristine":
         return [{"case": "top_level", "kwargs": kw(probe_target, probe_draft), "env": {}}]
     kimi, kimi_draft = models["kimi"], models["kimi_draft"]
-    override = ({"kwargs": kw(kimi, kimi_draft), "env": {override_name(version): ",".join(
-        map(str, OVERRIDE_IDS))}} if version == "0.5.9" else
-        {"kwargs": kw(kimi, kimi_draft, return_aux_hidden_state_layer_ids=OVERRIDE_IDS), "env": {}})
+    override = (
+        {"kwargs": kw(kimi, kimi_draft), "env": {override_name(version): ",".join(map(str, OVERRIDE_IDS))}}
+        if version == "0.5.9"
+        else {"kwargs": kw(kimi, kimi_draft, return_aux_hidden_state_layer_ids=OVERRIDE_IDS), "env": {}}
+    )
     return [
         {"case": "eagle_config", "kwargs": kw(kimi, kimi_draft), "env": {}},
         {"case": "top_level", "kwargs": kw(probe_target, probe_draft), "env": {}},
         # log level "warning": the line shows only if it is logged as a warning (SGLang's log
         # format carries no level name)
-        {"case": "none", "kwargs": kw(kimi, models["drafts"]["none"], log_level="warning"),
-         "env": {}},
+        {"case": "none", "kwargs": kw(kimi, models["drafts"]["none"], log_level="warning"), "env": {}},
         {"case": "override", **override},
         # two data-parallel ranks: /server_info sees only the DP controller's ready message
         # (SGLang's CPU engine binds each rank's threads to cores: 0.5.9 reads one entry per TP
         # rank of a DP rank, 0.5.23 one per rank of the whole world)
-        {"case": "dp", "kwargs": kw(kimi, kimi_draft, dp_size=2),
-         "env": {"SGLANG_CPU_OMP_THREADS_BIND": "0-1" if version == "0.5.9" else "0|1"}},
+        {
+            "case": "dp",
+            "kwargs": kw(kimi, kimi_draft, dp_size=2),
+            "env": {"SGLANG_CPU_OMP_THREADS_BIND": "0-1" if version == "0.5.9" else "0|1"},
+        },
         {"case": "mismatch", "kwargs": kw(kimi, models["drafts"]["mismatch"]), "env": {}},
     ]
 
 
 def _script(cases: list[dict], observe_dir: Path) -> str:
-    runs = [(c["case"], c["kwargs"], c["env"], str(observe_dir / f"observe-{c['case']}.jsonl"))
-            for c in cases]
-    return sglang_runtime.emit_snippet() + f"""
+    runs = [(c["case"], c["kwargs"], c["env"], str(observe_dir / f"observe-{c['case']}.jsonl")) for c in cases]
+    return (
+        sglang_runtime.emit_snippet()
+        + f"""
 import os, sys, time
 RUNS = {runs!r}
 PROMPT = {PROMPT!r}
@@ -256,6 +268,7 @@ def main():
 if __name__ == "__main__":
     main()
 """
+    )
 
 
 def _observed(path: Path) -> list[list[int]]:
@@ -274,10 +287,14 @@ def _launch(runtime, models: dict, variant: str) -> dict:
     observe_dir.mkdir()
     result = runtime.run(_script(cases, observe_dir), variant=variant, timeout=1500)
     out = result.result() or {}
-    return {"out": out, "logs": _split_cases(result.stderr), "describe": result.describe(),
-            "leftovers": result.leftovers, "returncode": result.returncode,
-            "captured": {c["case"]: _observed(observe_dir / f"observe-{c['case']}.jsonl")
-                         for c in cases}}
+    return {
+        "out": out,
+        "logs": _split_cases(result.stderr),
+        "describe": result.describe(),
+        "leftovers": result.leftovers,
+        "returncode": result.returncode,
+        "captured": {c["case"]: _observed(observe_dir / f"observe-{c['case']}.jsonl") for c in cases},
+    }
 
 
 @pytest.fixture(scope="module")
@@ -309,18 +326,25 @@ def test_patched_captures_the_draft_ids_from_eagle_config_and_top_level(runtime,
     ids = models["ids"]
     expected = captured_for(ids, version)
     assert expected != DEFAULTS
-    for case, source in (("eagle_config", f"draft config eagle_config.{IDS_KEY}"),
-                         ("top_level", f"draft config {IDS_KEY}")):
+    for case, source in (
+        ("eagle_config", f"draft config eagle_config.{IDS_KEY}"),
+        ("top_level", f"draft config {IDS_KEY}"),
+    ):
         got = _started(patched, case)
-        assert patched["captured"][case] and set(map(tuple, patched["captured"][case])) == {
-            tuple(expected)}, (case, patched["captured"][case])
+        assert patched["captured"][case] and set(map(tuple, patched["captured"][case])) == {tuple(expected)}, (
+            case,
+            patched["captured"][case],
+        )
         # the server's info endpoint reports the same
-        assert got["info"] == {"layer_ids": ids, "source": source, "captured_layers": expected,
-                               "use_aux_hidden_state": True}, (case, got["info"])
+        assert got["info"] == {
+            "layer_ids": ids,
+            "source": source,
+            "captured_layers": expected,
+            "use_aux_hidden_state": True,
+        }, (case, got["info"])
         lines = _log_lines(patched, case)
         assert len(lines) == 1, (case, lines)
-        assert f"{LOG_MARK} layer ids {ids} from {source}; the target captures layers {expected}" \
-            in lines[0]
+        assert f"{LOG_MARK} layer ids {ids} from {source}; the target captures layers {expected}" in lines[0]
         assert got["meta_info"]["spec_verify_ct"] >= 1  # EAGLE-3 ran on those layers
 
 
@@ -336,14 +360,19 @@ def test_patched_top_level_ids_reach_the_full_accept_length(runtime, patched):
 def test_patched_warns_when_the_draft_names_no_layers(runtime, patched):
     got = _started(patched, "none")
     assert patched["captured"]["none"] and all(c == DEFAULTS for c in patched["captured"]["none"])
-    assert got["info"] == {"layer_ids": None, "source": "default", "captured_layers": DEFAULTS,
-                           "use_aux_hidden_state": True}, got["info"]
+    assert got["info"] == {
+        "layer_ids": None,
+        "source": "default",
+        "captured_layers": DEFAULTS,
+        "use_aux_hidden_state": True,
+    }, got["info"]
     lines = _log_lines(patched, "none")  # launched with log level "warning": a warning
     assert len(lines) == 1, lines
     assert lines[0].endswith(
         f"{LOG_MARK} the draft config names none (neither eagle_config.{IDS_KEY} nor {IDS_KEY}), "
         f"so the target captures its default layers {DEFAULTS}; if the draft was trained on other "
-        f"layers, set {override_name(runtime.sglang_version)} to its layer ids"), lines[0]
+        f"layers, set {override_name(runtime.sglang_version)} to its layer ids"
+    ), lines[0]
 
 
 def test_patched_operator_override_wins_over_the_draft_config(runtime, models, patched):
@@ -353,13 +382,19 @@ def test_patched_operator_override_wins_over_the_draft_config(runtime, models, p
     expected = captured_for(OVERRIDE_IDS, version)
     assert expected != captured_for(models["ids"], version)  # the draft config names others
     got = _started(patched, "override")
-    assert patched["captured"]["override"] and all(
-        c == expected for c in patched["captured"]["override"]), patched["captured"]["override"]
-    assert got["info"] == {"layer_ids": OVERRIDE_IDS, "source": source,
-                           "captured_layers": expected, "use_aux_hidden_state": True}, got["info"]
+    assert patched["captured"]["override"] and all(c == expected for c in patched["captured"]["override"]), patched[
+        "captured"
+    ]["override"]
+    assert got["info"] == {
+        "layer_ids": OVERRIDE_IDS,
+        "source": source,
+        "captured_layers": expected,
+        "use_aux_hidden_state": True,
+    }, got["info"]
     lines = _log_lines(patched, "override")
-    assert len(lines) == 1 and f"layer ids {OVERRIDE_IDS} from {source}; the target captures " \
-        f"layers {expected}" in lines[0], lines
+    assert (
+        len(lines) == 1 and f"layer ids {OVERRIDE_IDS} from {source}; the target captures layers {expected}" in lines[0]
+    ), lines
 
 
 def test_patched_reports_the_capture_layers_with_data_parallelism(runtime, models, patched):
@@ -367,23 +402,28 @@ def test_patched_reports_the_capture_layers_with_data_parallelism(runtime, model
     (without 0005's pass-through in the DP controller the field is absent)."""
     expected = captured_for(models["ids"], runtime.sglang_version)
     got = _started(patched, "dp")
-    assert len(patched["captured"]["dp"]) == 2 and all(c == expected for c in patched["captured"]["dp"]), \
-        patched["captured"]["dp"]
-    assert got["info"] == {"layer_ids": models["ids"], "source": f"draft config eagle_config.{IDS_KEY}",
-                           "captured_layers": expected, "use_aux_hidden_state": True}, got["info"]
+    assert len(patched["captured"]["dp"]) == 2 and all(c == expected for c in patched["captured"]["dp"]), patched[
+        "captured"
+    ]["dp"]
+    assert got["info"] == {
+        "layer_ids": models["ids"],
+        "source": f"draft config eagle_config.{IDS_KEY}",
+        "captured_layers": expected,
+        "use_aux_hidden_state": True,
+    }, got["info"]
     assert got["meta_info"]["spec_verify_ct"] >= 1
 
 
 def test_patched_refuses_a_draft_that_takes_another_number_of_layers(runtime, patched):
     name = override_name(runtime.sglang_version)
     assert "error" in patched["out"]["mismatch"], patched["out"]["mismatch"]
-    lines = [x for x in patched["logs"]["mismatch"].splitlines()
-             if re.match(r"\w*Error: EAGLE-3 draft expects", x)]
+    lines = [x for x in patched["logs"]["mismatch"].splitlines() if re.match(r"\w*Error: EAGLE-3 draft expects", x)]
     assert lines, patched["describe"]
     assert lines[-1] == (
         f"ValueError: EAGLE-3 draft expects 3 aux hidden states (its fc input width 192 = 3 x 64) "
         f"but the target would capture 2 layers {TWO_IDS} from draft config {IDS_KEY}; set {name} "
-        f"to the 3 layer ids the draft was trained on"), lines[-1]
+        f"to the 3 layer ids the draft was trained on"
+    ), lines[-1]
     assert patched["leftovers"] == [], patched["leftovers"]
 
 
@@ -391,8 +431,9 @@ def test_pristine_captures_the_defaults_for_top_level_ids(runtime, pristine):
     """Negative control: upstream ignores top-level ids, says nothing, and the draft that only
     predicts well from its named layers falls far below the full accept length."""
     got = pristine["out"]["top_level"]
-    assert pristine["captured"]["top_level"] and all(
-        c == DEFAULTS for c in pristine["captured"]["top_level"]), pristine["describe"]
+    assert pristine["captured"]["top_level"] and all(c == DEFAULTS for c in pristine["captured"]["top_level"]), (
+        pristine["describe"]
+    )
     assert got["info"] == "absent"  # upstream's /server_info has no such field
     assert not _log_lines(pristine, "top_level")
     meta, fields = got["meta_info"], scripts.spec_fields(runtime.sglang_version)

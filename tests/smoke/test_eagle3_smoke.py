@@ -36,8 +36,7 @@ MISSING_METHOD = scripts.MISSING_METHOD
 def run_engine(runtime, kwargs: dict, *, variant: str, env: dict | None = None) -> dict:
     """Run ``engine_script`` and return its results; any failure fails the caller with SGLang's
     own output (a start-up error is a test failure, never a dead pytest)."""
-    result = runtime.run(scripts.engine_script(kwargs, scripts.PROMPTS), variant=variant,
-                         env=env, timeout=1200)
+    result = runtime.run(scripts.engine_script(kwargs, scripts.PROMPTS), variant=variant, env=env, timeout=1200)
     out = result.result()
     if result.returncode != 0 or out is None:
         pytest.fail(f"SGLang ({variant}) failed:\n{result.describe()}", pytrace=False)
@@ -58,16 +57,14 @@ def read_observations(path) -> list[dict]:
 
 def scheduler_exception(stderr: str) -> str:
     """The last line of the traceback SGLang's scheduler logged ("Scheduler hit an exception")."""
-    match = re.search(r"Scheduler hit an exception: Traceback.*?\n(\S[^\n]*Error[^\n]*)\n", stderr,
-                      re.S)
+    match = re.search(r"Scheduler hit an exception: Traceback.*?\n(\S[^\n]*Error[^\n]*)\n", stderr, re.S)
     return match.group(1) if match else ""
 
 
 @pytest.mark.patch("0001")
 def test_pristine_kimi_k25_eagle3_fails_at_startup(runtime, kimi_k25_model, eagle3_draft_model):
     kwargs = scripts.engine_kwargs(kimi_k25_model, eagle3_draft_model, gpu=GPU)
-    result = runtime.run(scripts.engine_script(kwargs, scripts.PROMPTS), variant="pristine",
-                         timeout=900)
+    result = runtime.run(scripts.engine_script(kwargs, scripts.PROMPTS), variant="pristine", timeout=900)
     assert result.returncode != 0, "pristine 0.5.9 served KimiK25 with EAGLE-3:\n" + result.describe()
     assert result.result() is None  # it never generated
     assert scheduler_exception(result.stderr) == MISSING_METHOD, result.describe()
@@ -79,14 +76,12 @@ def test_pristine_kimi_k25_eagle3_fails_at_startup(runtime, kimi_k25_model, eagl
 
 
 @pytest.mark.patch("0001")
-def test_pristine_launch_server_startup_failure_surfaces_sglang_error(
-        runtime, kimi_k25_model, eagle3_draft_model):
+def test_pristine_launch_server_startup_failure_surfaces_sglang_error(runtime, kimi_k25_model, eagle3_draft_model):
     """The HTTP launcher: SGLang's own SIGQUIT handler kills the server's process tree; the failure
     reaches the test as an exception carrying SGLang's log, and nothing is left running."""
     args = scripts.server_args(scripts.engine_kwargs(kimi_k25_model, eagle3_draft_model, gpu=GPU))
     with pytest.raises(sglang_runtime.ServerStartError) as failure:
-        server = runtime.launch_server(args + ["--skip-server-warmup"], variant="pristine",
-                                       timeout=900)
+        server = runtime.launch_server(args + ["--skip-server-warmup"], variant="pristine", timeout=900)
         server.stop()  # only reached if pristine started: the test then fails on pytest.raises
     assert MISSING_METHOD in str(failure.value)
     assert failure.value.leftovers == [], f"processes left behind: {failure.value.leftovers}"
@@ -117,8 +112,7 @@ def eagle_run(runtime, kimi_k25_model, eagle3_draft_model, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def plain_run(runtime, kimi_k25_model):
-    return run_engine(runtime, scripts.engine_kwargs(kimi_k25_model, None, gpu=GPU),
-                      variant="patched")
+    return run_engine(runtime, scripts.engine_kwargs(kimi_k25_model, None, gpu=GPU), variant="patched")
 
 
 def test_patched_engine_starts_with_eagle3_and_generates(runtime, eagle_run):
@@ -139,8 +133,9 @@ def capture_layers(runtime, kimi_k25_model, eagle3_draft_model) -> dict:
     [2, n // 2, n - 3], read from the generated configs. DeepseekV2's set_eagle3_layers_to_capture
     captures the input of layer id + 1 up to 0.5.12; 0.5.23 adds 1 only when the first id is 1
     (srt/models/deepseek_v2.py), so the draft's [0, 1, 2] are taken as given there."""
-    ids = json.loads((eagle3_draft_model / "config.json").read_text())[
-        "eagle_config"]["eagle_aux_hidden_state_layer_ids"]
+    ids = json.loads((eagle3_draft_model / "config.json").read_text())["eagle_config"][
+        "eagle_aux_hidden_state_layer_ids"
+    ]
     n = json.loads((kimi_k25_model / "config.json").read_text())["text_config"]["num_hidden_layers"]
     shift = 1 if Version(runtime.sglang_version) < Version("0.5.23") or ids[0] == 1 else 0
     layers = {"configured": [i + shift for i in ids], "default": [2, n // 2, n - 3]}
@@ -201,10 +196,8 @@ def always0_server(runtime, always0_pair):
 
 @pytest.fixture(scope="module")
 def always0_generate(always0_server):
-    single = always0_server.request("/generate", {"text": scripts.PROMPTS[0],
-                                                  "sampling_params": scripts.GREEDY})
-    batch = always0_server.request("/generate", {"text": scripts.PROMPTS[1:3],
-                                                 "sampling_params": scripts.GREEDY})
+    single = always0_server.request("/generate", {"text": scripts.PROMPTS[0], "sampling_params": scripts.GREEDY})
+    batch = always0_server.request("/generate", {"text": scripts.PROMPTS[1:3], "sampling_params": scripts.GREEDY})
     return single, batch
 
 
@@ -216,8 +209,7 @@ def test_http_generate_reports_spec_metrics(runtime, always0_generate):
         missing = [f for f in fields.values() if f not in meta]
         assert not missing, f"/generate meta_info lacks {missing}: {sorted(meta)}"
         assert meta["spec_verify_ct"] >= 1
-        assert meta["spec_accept_length"] == pytest.approx(
-            meta["completion_tokens"] / meta["spec_verify_ct"])
+        assert meta["spec_accept_length"] == pytest.approx(meta["completion_tokens"] / meta["spec_verify_ct"])
         assert meta[fields["proposed"]] == meta["spec_verify_ct"] * (scripts.SPEC_DRAFT_TOKENS - 1)
 
 
@@ -240,9 +232,10 @@ def test_constructed_pair_accepts_draft_tokens(runtime, always0_generate):
 gpu_only = pytest.mark.skipif(
     not GPU,
     reason="needs a CUDA GPU: only a GPU runs SGLang's real sgl_kernel EAGLE tree kernels and "
-           "attention with CUDA graphs on, and only there can graph replays (captured with the "
-           "layers frozen at capture time) be checked to feed the draft the same target layers as "
-           "eager runs")
+    "attention with CUDA graphs on, and only there can graph replays (captured with the "
+    "layers frozen at capture time) be checked to feed the draft the same target layers as "
+    "eager runs",
+)
 
 
 @pytest.mark.gpu
@@ -250,7 +243,8 @@ gpu_only = pytest.mark.skipif(
 def test_gpu_cuda_graphs_capture_the_draft_configured_layers(eagle_run, capture_layers):
     for o in target_observations(eagle_run, "graph_capture"):
         assert o["layers_to_capture"] == capture_layers["configured"], (
-            "graph replays would feed the draft other layers than eager runs")
+            "graph replays would feed the draft other layers than eager runs"
+        )
 
 
 @pytest.mark.gpu

@@ -25,8 +25,8 @@ def bare_runtime(tmp_path) -> sglang_runtime.Runtime:
 
 def test_run_captures_output_and_result(bare_runtime):
     script = sglang_runtime.emit_snippet() + (
-        "import sys\nprint('to stdout')\nprint('to stderr', file=sys.stderr)\n"
-        "emit({'answer': 42})\nsys.exit(3)\n")
+        "import sys\nprint('to stdout')\nprint('to stderr', file=sys.stderr)\nemit({'answer': 42})\nsys.exit(3)\n"
+    )
     result = bare_runtime.run(script, variant=None, harness=False, timeout=60)
     assert isinstance(result, subprocess.CompletedProcess)
     assert result.returncode == 3

@@ -49,55 +49,104 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout: `t
 
 from tools.mutation.scratch import EQUIVALENTS, HERE, scratch_copy  # noqa: E402
 
-SERIES_MODULES = ("sglpatch/queue/rebase.py", "sglpatch/queue/patch_queue.py", "sglpatch/queue/series.py", "sglpatch/queue/line.py",
-                  "sglpatch/queue/line_add.py", "sglpatch/upstream/pin.py", "sglpatch/upstream/source.py", "sglpatch/ship/wheel.py",
-                  "sglpatch/contract/index/classes.py",
-                  "sglpatch/contract/index/wrappers.py", "sglpatch/git/diffheader.py", "sglpatch/git/env.py")
+SERIES_MODULES = (
+    "sglpatch/queue/rebase.py",
+    "sglpatch/queue/patch_queue.py",
+    "sglpatch/queue/series.py",
+    "sglpatch/queue/line.py",
+    "sglpatch/queue/line_add.py",
+    "sglpatch/upstream/pin.py",
+    "sglpatch/upstream/source.py",
+    "sglpatch/ship/wheel.py",
+    "sglpatch/contract/index/classes.py",
+    "sglpatch/contract/index/wrappers.py",
+    "sglpatch/git/diffheader.py",
+    "sglpatch/git/env.py",
+)
 # The test files that exercise each series module directly. A one-module run uses only these, so
 # mutmut's first phase (the tests run once traced, once clean) takes seconds, not the whole fast
 # set's half hour; `--tests` overrides, `--tests tests` is the whole fast set.
 MODULE_TESTS = {
-    "sglpatch/queue/rebase.py": ["tests/queue/test_rebase.py", "tests/queue/test_rebase_verdicts.py", "tests/queue/test_rebase_releases.py",
-                           "tests/cli/test_cli.py", "tests/queue/test_reliability.py", "tests/queue/test_rebase_leftovers.py"],
+    "sglpatch/queue/rebase.py": [
+        "tests/queue/test_rebase.py",
+        "tests/queue/test_rebase_verdicts.py",
+        "tests/queue/test_rebase_releases.py",
+        "tests/cli/test_cli.py",
+        "tests/queue/test_reliability.py",
+        "tests/queue/test_rebase_leftovers.py",
+    ],
     "sglpatch/queue/patch_queue.py": ["tests/queue/test_queue.py", "tests/queue/test_queue_stateful.py"],
-    "sglpatch/queue/series.py": ["tests/queue/test_series.py", "tests/patches/test_series_content.py", "tests/queue/test_import.py"],
-    "sglpatch/queue/line.py": ["tests/queue/test_lines.py", "tests/queue/test_rebase.py", "tests/queue/test_line_add.py"],
-    "sglpatch/queue/line_add.py": ["tests/queue/test_lines.py", "tests/queue/test_rebase.py", "tests/queue/test_line_add.py"],
+    "sglpatch/queue/series.py": [
+        "tests/queue/test_series.py",
+        "tests/patches/test_series_content.py",
+        "tests/queue/test_import.py",
+    ],
+    "sglpatch/queue/line.py": [
+        "tests/queue/test_lines.py",
+        "tests/queue/test_rebase.py",
+        "tests/queue/test_line_add.py",
+    ],
+    "sglpatch/queue/line_add.py": [
+        "tests/queue/test_lines.py",
+        "tests/queue/test_rebase.py",
+        "tests/queue/test_line_add.py",
+    ],
     "sglpatch/upstream/pin.py": ["tests/upstream/test_pin.py"],
     "sglpatch/upstream/source.py": ["tests/upstream/test_source.py", "tests/upstream/test_cache_integrity.py"],
     "sglpatch/ship/wheel.py": ["tests/ship/test_build.py", "tests/ship/test_wheel.py"],
-    "sglpatch/contract/index/classes.py": ["tests/contract/test_contract_classes.py", "tests/contract/test_contract.py",
-                                     "tests/contract/test_suspect.py", "tests/contract/test_contract_production.py"],
+    "sglpatch/contract/index/classes.py": [
+        "tests/contract/test_contract_classes.py",
+        "tests/contract/test_contract.py",
+        "tests/contract/test_suspect.py",
+        "tests/contract/test_contract_production.py",
+    ],
     "sglpatch/contract/index/wrappers.py": ["tests/contract/test_contract.py"],
-    "sglpatch/git/diffheader.py": ["tests/git/test_diffheader.py", "tests/queue/test_series.py", "tests/queue/test_rebase.py",
-                               "tests/queue/test_queue.py"],
+    "sglpatch/git/diffheader.py": [
+        "tests/git/test_diffheader.py",
+        "tests/queue/test_series.py",
+        "tests/queue/test_rebase.py",
+        "tests/queue/test_queue.py",
+    ],
     # every git command of the tool runs in git_env, so every test of the queue reaches it; these are
     # the ones that read what it changes (a maintainer's configuration ignored, the work tree's pinned,
     # fixed identity and dates, non-UTF-8 diffs and names, a refusing hook, git killed by a signal).
     # Whole files took about an hour, most of it the equivalents running every kill test.
     "sglpatch/git/env.py": [
-        *(f"tests/queue/test_queue.py::test_{name}" for name in (
-            "the_maintainers_global_and_system_git_configuration_is_not_read",
-            "no_setting_of_the_work_repositorys_own_configuration_changes_a_patch_or_a_hunk_read",
-            "a_change_whose_bytes_are_not_utf8_is_exported_byte_for_byte",
-            "a_stale_patch_with_bytes_that_are_not_utf8_is_diagnosed",
-            "push_all_applies_each_patch_as_one_commit",
-            "a_mail_header_git_am_refuses_after_applying_is_named_not_taken_for_a_stale_hunk",
-            "a_hook_that_refuses_git_am_is_named_not_taken_for_a_mail_header",
-            "git_ams_refusal_is_gits_error_else_its_hooks_last_line")),
+        *(
+            f"tests/queue/test_queue.py::test_{name}"
+            for name in (
+                "the_maintainers_global_and_system_git_configuration_is_not_read",
+                "no_setting_of_the_work_repositorys_own_configuration_changes_a_patch_or_a_hunk_read",
+                "a_change_whose_bytes_are_not_utf8_is_exported_byte_for_byte",
+                "a_stale_patch_with_bytes_that_are_not_utf8_is_diagnosed",
+                "push_all_applies_each_patch_as_one_commit",
+                "a_mail_header_git_am_refuses_after_applying_is_named_not_taken_for_a_stale_hunk",
+                "a_hook_that_refuses_git_am_is_named_not_taken_for_a_mail_header",
+                "git_ams_refusal_is_gits_error_else_its_hooks_last_line",
+            )
+        ),
         "tests/upstream/test_source.py::test_import_is_reproducible",
-        *(f"tests/queue/test_reliability.py::test_{name}" for name in (
-            "a_git_killed_alone_is_an_interrupt_not_a_patch_that_does_not_apply",
-            "a_git_killed_alone_in_a_rebase_is_an_interrupt_not_a_conflict",
-            "an_interrupted_push_exits_130_and_leaves_the_line_as_before",
-            "a_group_ctrl_c_stops_a_push_started_with_sigint_ignored")),
-        "tests/git/test_diffheader.py"],
+        *(
+            f"tests/queue/test_reliability.py::test_{name}"
+            for name in (
+                "a_git_killed_alone_is_an_interrupt_not_a_patch_that_does_not_apply",
+                "a_git_killed_alone_in_a_rebase_is_an_interrupt_not_a_conflict",
+                "an_interrupted_push_exits_130_and_leaves_the_line_as_before",
+                "a_group_ctrl_c_stops_a_push_started_with_sigint_ignored",
+            )
+        ),
+        "tests/git/test_diffheader.py",
+    ],
 }
 TARGET = 0.90
 # A full run of rebase.py takes about 9.5 hours on 2 cores (its tests drive real git repositories
 # through the CLI), of source.py about an hour, of patch_queue.py 40 minutes; the default run scores a
 # seeded random sample of each instead, so it ends within an afternoon.
-SAMPLED_BY_DEFAULT = {"sglpatch/queue/rebase.py": 150, "sglpatch/upstream/source.py": 150, "sglpatch/queue/patch_queue.py": 150}
+SAMPLED_BY_DEFAULT = {
+    "sglpatch/queue/rebase.py": 150,
+    "sglpatch/upstream/source.py": 150,
+    "sglpatch/queue/patch_queue.py": 150,
+}
 # mutmut stops a mutant after 30 times its tests' estimated CPU time (timeout_multiplier 15, twice):
 # a mutant that loops forever in a function the whole contract suite reaches then holds a worker
 # for 25 minutes. 3 (6 times) still leaves a survivor on a loaded 2-core machine room to finish.
@@ -123,11 +172,23 @@ def tests_for(modules: list[str], override: list[str] | None) -> list[str]:
 # Calls whose string arguments are words for a person: an error, a warning, a progress line. None:
 # every argument; otherwise the positions and keywords that are words (a Problem's key is data).
 MESSAGE_CALLS: dict[str, set | None] = {
-    "UserError": None, "Refused": None, "print": None, "say": None, "progress": None, "_say": None,
-    "_note": None, "note": None, "warn": None, "write": None, "Problem": {1, 2, "what", "hint"},
+    "UserError": None,
+    "Refused": None,
+    "print": None,
+    "say": None,
+    "progress": None,
+    "_say": None,
+    "_note": None,
+    "note": None,
+    "warn": None,
+    "write": None,
+    "Problem": {1, 2, "what", "hint"},
     "ensure_clean": {0},  # the action it names in its refusal
-    "decode_utf8": {2, "hint"}, "refuse_conflict_markers": {2, "hint"},  # the hint of their error
-    "add_argument": {"help"}, "add_parser": {"help", "description"}}  # what --help says
+    "decode_utf8": {2, "hint"},
+    "refuse_conflict_markers": {2, "hint"},  # the hint of their error
+    "add_argument": {"help"},
+    "add_parser": {"help", "description"},
+}  # what --help says
 
 
 class _BlankMessages(ast.NodeTransformer):
@@ -139,8 +200,12 @@ class _BlankMessages(ast.NodeTransformer):
         if name in MESSAGE_CALLS:
             words = MESSAGE_CALLS[name]
             call.args = [_blank(a) if words is None or i in words else self.visit(a) for i, a in enumerate(call.args)]
-            call.keywords = [ast.keyword(arg=k.arg, value=_blank(k.value) if words is None or k.arg in words
-                                         else self.visit(k.value)) for k in call.keywords]
+            call.keywords = [
+                ast.keyword(
+                    arg=k.arg, value=_blank(k.value) if words is None or k.arg in words else self.visit(k.value)
+                )
+                for k in call.keywords
+            ]
             return call
         return self.generic_visit(call)
 
@@ -196,8 +261,11 @@ def mutant_changes(mutated_file: Path, module: str) -> dict[str, str]:
 def _mutant_changes(source: str, module: str) -> dict[str, str]:
     lines = source.splitlines()  # sliced by each function's span: get_source_segment splits the
     # whole file per call, hours for rebase.py's 2,100 mutants in a 60,000-line file
-    functions = {n.name: "\n".join(lines[n.lineno - 1:n.end_lineno]).replace(n.name, "", 1).splitlines()
-                 for n in ast.walk(ast.parse(source)) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    functions = {
+        n.name: "\n".join(lines[n.lineno - 1 : n.end_lineno]).replace(n.name, "", 1).splitlines()
+        for n in ast.walk(ast.parse(source))
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+    }
     found = {}
     for name, lines in functions.items():
         base, sep, number = name.rpartition("__mutmut_")
@@ -225,8 +293,11 @@ def module_of(key: str) -> str:
 
 def expand(workdir: Path, modules: list[str]) -> list[str]:
     """The module files a pattern names, as mutmut's only_mutate matches them (``*`` spans /)."""
-    return sorted(str(p.relative_to(workdir)) for m in modules
-                  for p in (workdir.glob(m.replace("*", "**/*.py")) if "*" in m else [workdir / m]))
+    return sorted(
+        str(p.relative_to(workdir))
+        for m in modules
+        for p in (workdir.glob(m.replace("*", "**/*.py")) if "*" in m else [workdir / m])
+    )
 
 
 def scored_mutants(workdir: Path, modules: list[str], equivalents: dict[str, str]) -> list[str]:
@@ -243,8 +314,11 @@ def scored_mutants(workdir: Path, modules: list[str], equivalents: dict[str, str
         copy.parent.mkdir(parents=True, exist_ok=True)
         copy.write_text(mutated.code)
         messages, changes = message_only(copy), mutant_changes(copy, module)
-        names += [get_mutant_name(Path(module), name) for name in mutated.mutant_names
-                  if name not in messages and changes.get(name) not in equivalents]
+        names += [
+            get_mutant_name(Path(module), name)
+            for name in mutated.mutant_names
+            if name not in messages and changes.get(name) not in equivalents
+        ]
     return names
 
 
@@ -257,8 +331,9 @@ def wilson(killed: int, n: int, z: float = 1.96) -> tuple[float, float]:
     return (centre - spread) / (1 + z * z / n), (centre + spread) / (1 + z * z / n)
 
 
-def report(workdir: Path, seconds: float, equivalents: dict[str, str],
-           population: dict[str, int] | None = None) -> tuple[list[dict], bool]:
+def report(
+    workdir: Path, seconds: float, equivalents: dict[str, str], population: dict[str, int] | None = None
+) -> tuple[list[dict], bool]:
     """``population``: a sampled run's count of scored mutants per module; the mutants it did
     not draw are left out and the score is an estimate with its interval."""
     found = statuses(workdir)
@@ -270,8 +345,10 @@ def report(workdir: Path, seconds: float, equivalents: dict[str, str],
         by_module[module_of(key)][key] = status
     for module, keys in sorted(by_module.items()):
         messages = {f"{key.rsplit('.', 1)[0]}.{name}" for name in message_only(workdir / "mutants" / module)}
-        changes = {f"{key.rsplit('.', 1)[0]}.{name}": change
-                   for name, change in mutant_changes(workdir / "mutants" / module, module).items()}
+        changes = {
+            f"{key.rsplit('.', 1)[0]}.{name}": change
+            for name, change in mutant_changes(workdir / "mutants" / module, module).items()
+        }
         equivalent = {key for key in keys if changes.get(key) in equivalents}
         counts = collections.Counter()
         for key, status in keys.items():
@@ -283,36 +360,66 @@ def report(workdir: Path, seconds: float, equivalents: dict[str, str],
         met &= not series or score >= TARGET
         if population is not None:
             low, high = wilson(counts["killed"], scored)
-            sample = {"sampled": scored, "population": population.get(module, 0),
-                      "interval": [round(low, 3), round(high, 3)]}
+            sample = {
+                "sampled": scored,
+                "population": population.get(module, 0),
+                "interval": [round(low, 3), round(high, 3)],
+            }
         else:
             sample = {}
-        rows.append({"module": module, "mutants": len(keys), "killed": counts["killed"],
-                     "survived": counts["survived"], "no_tests": counts["no tests"], "timeout": counts["timeout"],
-                     "message_only": counts["message"], "equivalent": counts["equivalent"],
-                     "score": round(score, 3), "target": TARGET if series else None, "run_seconds": round(seconds),
-                     "survivors": sorted(changes.get(k, k) for k, s in keys.items() if s in ("survived", "no tests")
-                                         and k not in equivalent and k not in messages),
-                     **sample})
+        rows.append(
+            {
+                "module": module,
+                "mutants": len(keys),
+                "killed": counts["killed"],
+                "survived": counts["survived"],
+                "no_tests": counts["no tests"],
+                "timeout": counts["timeout"],
+                "message_only": counts["message"],
+                "equivalent": counts["equivalent"],
+                "score": round(score, 3),
+                "target": TARGET if series else None,
+                "run_seconds": round(seconds),
+                "survivors": sorted(
+                    changes.get(k, k)
+                    for k, s in keys.items()
+                    if s in ("survived", "no tests") and k not in equivalent and k not in messages
+                ),
+                **sample,
+            }
+        )
     return rows, met
 
 
 def print_table(rows: list[dict], seconds: float) -> None:
-    print(f"{'module':34} {'mutants':>7} {'killed':>6} {'surv':>5} {'none':>5} {'t/o':>4} {'msg':>4} "
-          f"{'equiv':>5} {'score':>6}  target")
+    print(
+        f"{'module':34} {'mutants':>7} {'killed':>6} {'surv':>5} {'none':>5} {'t/o':>4} {'msg':>4} "
+        f"{'equiv':>5} {'score':>6}  target"
+    )
     for r in rows:
         verdict = "" if r["target"] is None else ("met" if r["score"] >= TARGET else "NOT MET")
-        print(f"{r['module']:34} {r['mutants']:7} {r['killed']:6} {r['survived']:5} {r['no_tests']:5} "
-              f"{r['timeout']:4} {r['message_only']:4} {r['equivalent']:5} {r['score']:6.1%}  {verdict}")
+        print(
+            f"{r['module']:34} {r['mutants']:7} {r['killed']:6} {r['survived']:5} {r['no_tests']:5} "
+            f"{r['timeout']:4} {r['message_only']:4} {r['equivalent']:5} {r['score']:6.1%}  {verdict}"
+        )
         if "sampled" in r:
             low, high = r["interval"]
-            print(f"{'':34} a random {r['sampled']} of its {r['population']} scored mutants: the score is an "
-                  f"estimate, 95 % interval {low:.1%}-{high:.1%}")
+            print(
+                f"{'':34} a random {r['sampled']} of its {r['population']} scored mutants: the score is an "
+                f"estimate, 95 % interval {low:.1%}-{high:.1%}"
+            )
     print(f"time: {seconds:.0f} s on {subprocess.run(['nproc'], capture_output=True, text=True).stdout.strip()} cores")
 
 
-def run_mutmut(modules: list[str], tests: list[str], sample: int, seed: int, max_children: int,
-               equivalents: dict[str, str], keep: bool) -> tuple[list[dict], bool]:
+def run_mutmut(
+    modules: list[str],
+    tests: list[str],
+    sample: int,
+    seed: int,
+    max_children: int,
+    equivalents: dict[str, str],
+    keep: bool,
+) -> tuple[list[dict], bool]:
     """One mutmut run over ``modules`` (all of them, or a seeded random ``sample`` of each one's
     scored mutants) in its own scratch copy of HEAD; its rows and whether they meet the target."""
     workdir = Path(tempfile.mkdtemp(prefix="sglpatch-mutation-"))
@@ -320,8 +427,9 @@ def run_mutmut(modules: list[str], tests: list[str], sample: int, seed: int, max
         scratch_copy(workdir)
         # the tests read the whole checkout (docs, CHANGELOG, docker/, deploy/, lines/...): copy all of it
         rest = sorted(p.name for p in workdir.iterdir() if p.name not in ("sglpatch", "pyproject.toml"))
-        (workdir / "pyproject.toml").write_text(CONFIG.format(only=json.dumps(modules), also_copy=json.dumps(rest),
-                                                              tests=json.dumps(tests)))
+        (workdir / "pyproject.toml").write_text(
+            CONFIG.format(only=json.dumps(modules), also_copy=json.dumps(rest), tests=json.dumps(tests))
+        )
         start = time.monotonic()
         log = workdir / "mutmut.log"
         print(f"mutmut on {', '.join(modules)} against {' '.join(tests)} (progress: {log})", flush=True)
@@ -329,9 +437,11 @@ def run_mutmut(modules: list[str], tests: list[str], sample: int, seed: int, max
         hits.mkdir()
         # the functions the tests' `python build.py` children reach count too (children/, this
         # checkout's: read only, and there whether or not HEAD has them yet)
-        env = {**os.environ, "SGLPATCH_MUTMUT_HITS": str(hits),
-               "PYTHONPATH": os.pathsep.join(filter(None, [str(HERE / "children"),
-                                                           os.environ.get("PYTHONPATH")]))}
+        env = {
+            **os.environ,
+            "SGLPATCH_MUTMUT_HITS": str(hits),
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(HERE / "children"), os.environ.get("PYTHONPATH")])),
+        }
         # A survivor runs every test that reaches it to the end: the stateful queue test's 20
         # examples made each surviving patch_queue.py mutant cost 5-8 minutes. 5 examples still kill
         # in the first ones what they kill at all; export a larger value for a deeper run.
@@ -340,13 +450,26 @@ def run_mutmut(modules: list[str], tests: list[str], sample: int, seed: int, max
         if sample:
             scored = scored_mutants(workdir, modules, equivalents)
             population = collections.Counter(module_of(name) for name in scored)
-            chosen = sorted(name for module in population for name in random.Random(seed).sample(
-                [n for n in scored if module_of(n) == module], min(sample, population[module])))
-            print(f"a random {sample} of each module's scored mutants ({len(chosen)} of {len(scored)}, seed {seed})",
-                  flush=True)
+            chosen = sorted(
+                name
+                for module in population
+                for name in random.Random(seed).sample(
+                    [n for n in scored if module_of(n) == module], min(sample, population[module])
+                )
+            )
+            print(
+                f"a random {sample} of each module's scored mutants ({len(chosen)} of {len(scored)}, seed {seed})",
+                flush=True,
+            )
         with log.open("w") as out:
-            run = subprocess.run([sys.executable, "-m", "mutmut", "run", "--max-children", str(max_children),
-                                  *chosen], cwd=workdir, stdout=out, stderr=subprocess.STDOUT, text=True, env=env)
+            run = subprocess.run(
+                [sys.executable, "-m", "mutmut", "run", "--max-children", str(max_children), *chosen],
+                cwd=workdir,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                text=True,
+                env=env,
+            )
         if run.returncode != 0:
             spinner = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
             said = [l for l in log.read_text().replace("\r", "\n").splitlines() if l.strip() and l[0] not in spinner]
@@ -366,18 +489,29 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("modules", nargs="*", help="paths under sglpatch/ (default: the series modules)")
     parser.add_argument("--all", action="store_true", help="every module of sglpatch/, in one run")
-    parser.add_argument("--tests", nargs="+", metavar="PATH",
-                        help="the tests mutmut runs (default: MODULE_TESTS for the modules; `tests` for all)")
+    parser.add_argument(
+        "--tests",
+        nargs="+",
+        metavar="PATH",
+        help="the tests mutmut runs (default: MODULE_TESTS for the modules; `tests` for all)",
+    )
     parser.add_argument("--max-children", type=int, default=2)
     parser.add_argument("--json", metavar="FILE", help="also write the figures and survivors here")
     parser.add_argument("--keep", action="store_true", help="keep the scratch copy (mutmut show/browse there)")
-    parser.add_argument("--sample", type=int, metavar="N",
-                        help="run a random N of each module's scored mutants (seeded): an estimate with its 95 %% "
-                             "interval (default: SAMPLED_BY_DEFAULT's N for rebase.py, source.py and patch_queue.py, "
-                             "every mutant of the others; 0: every mutant)")
+    parser.add_argument(
+        "--sample",
+        type=int,
+        metavar="N",
+        help="run a random N of each module's scored mutants (seeded): an estimate with its 95 %% "
+        "interval (default: SAMPLED_BY_DEFAULT's N for rebase.py, source.py and patch_queue.py, "
+        "every mutant of the others; 0: every mutant)",
+    )
     parser.add_argument("--seed", type=int, default=20, help="the sample's seed (default: 20)")
-    parser.add_argument("--no-patches", action="store_true",
-                        help="skip the patch-level mutants (tools/mutation/patches.py), which the default run adds")
+    parser.add_argument(
+        "--no-patches",
+        action="store_true",
+        help="skip the patch-level mutants (tools/mutation/patches.py), which the default run adds",
+    )
     args = parser.parse_args(argv)
     if importlib.util.find_spec("mutmut") is None:
         print("error: mutmut is not installed: pip install -r tools/mutation/requirements.txt", file=sys.stderr)
@@ -391,8 +525,9 @@ def main(argv: list[str] | None = None) -> int:
         sample = args.sample if args.sample is not None else SAMPLED_BY_DEFAULT.get(modules[0], 0)
         start = time.monotonic()
         try:
-            found, ok = run_mutmut(modules, tests_for(modules, args.tests), sample, args.seed, args.max_children,
-                                   equivalents, args.keep)
+            found, ok = run_mutmut(
+                modules, tests_for(modules, args.tests), sample, args.seed, args.max_children, equivalents, args.keep
+            )
         except RuntimeError as error:
             print(f"error: {error}", file=sys.stderr)
             return 2

@@ -58,15 +58,44 @@ from sglpatch.upstream.pin import read_pin  # noqa: E402
 from tools.mutation.scratch import EQUIVALENTS, scratch_copy  # noqa: E402  (a committed work tree: some fast tests need one)
 
 OPERATORS = ("drop-member", "wrong-delegate", "wrong-argument", "default-on", "neutralise", "move-call")
-IDENTITY = {"GIT_AUTHOR_NAME": "Mutant", "GIT_AUTHOR_EMAIL": "mutant@example.invalid",
-            "GIT_AUTHOR_DATE": "2026-01-01T00:00:00+00:00", "GIT_COMMITTER_NAME": "Mutant",
-            "GIT_COMMITTER_EMAIL": "mutant@example.invalid", "GIT_COMMITTER_DATE": "2026-01-01T00:00:00+00:00"}
+IDENTITY = {
+    "GIT_AUTHOR_NAME": "Mutant",
+    "GIT_AUTHOR_EMAIL": "mutant@example.invalid",
+    "GIT_AUTHOR_DATE": "2026-01-01T00:00:00+00:00",
+    "GIT_COMMITTER_NAME": "Mutant",
+    "GIT_COMMITTER_EMAIL": "mutant@example.invalid",
+    "GIT_COMMITTER_DATE": "2026-01-01T00:00:00+00:00",
+}
 # Fast tests that read the series first, so that a caught mutant stops early (-x).
-FIRST = ["tests/patches/test_patch_behaviour.py", "tests/patches/test_patch_aux_layers.py",
-         "tests/ship/test_build_gate.py", "tests/patches/test_series_content.py"]
+FIRST = [
+    "tests/patches/test_patch_behaviour.py",
+    "tests/patches/test_patch_aux_layers.py",
+    "tests/ship/test_build_gate.py",
+    "tests/patches/test_series_content.py",
+]
 # Calls whose arguments are words or plain data, not the wiring a patch gets wrong.
-_PLAIN_CALLS = {"isinstance", "len", "getattr", "hasattr", "int", "str", "list", "tuple", "dict", "set",
-                "bool", "any", "all", "print", "repr", "sorted", "range", "enumerate", "zip", "type"}
+_PLAIN_CALLS = {
+    "isinstance",
+    "len",
+    "getattr",
+    "hasattr",
+    "int",
+    "str",
+    "list",
+    "tuple",
+    "dict",
+    "set",
+    "bool",
+    "any",
+    "all",
+    "print",
+    "repr",
+    "sorted",
+    "range",
+    "enumerate",
+    "zip",
+    "type",
+}
 _LOG_METHODS = {"debug", "info", "warning", "warn", "error", "exception", "critical", "log", "getLogger"}
 
 
@@ -87,6 +116,7 @@ class Mutant:
 
 
 # ---------------------------------------------------------------- what a patch adds
+
 
 def added_lines(patch_text: str, path: str) -> set[int]:
     """Line numbers, in the file after the patch, of the lines the patch adds to ``path``."""
@@ -116,6 +146,7 @@ def _added(node: ast.AST, added: set[int]) -> bool:
 
 # ---------------------------------------------------------------- text edits
 
+
 def _offsets(text: str) -> list[int]:
     starts, pos = [0], 0
     for line in text.splitlines(keepends=True):
@@ -133,22 +164,23 @@ def _replace(text: str, node: ast.AST, new: str) -> str:
 
 def _delete_lines(text: str, span: range) -> str:
     lines = text.splitlines(keepends=True)
-    return "".join(lines[:span.start - 1] + lines[span.stop - 1:])
+    return "".join(lines[: span.start - 1] + lines[span.stop - 1 :])
 
 
 def _move_after(text: str, stmt: ast.stmt, after: ast.stmt) -> str:
     lines = text.splitlines(keepends=True)
-    moved = lines[stmt.lineno - 1:stmt.end_lineno]
+    moved = lines[stmt.lineno - 1 : stmt.end_lineno]
     indent = re.match(r"\s*", lines[stmt.lineno - 1]).group()
     target_indent = re.match(r"\s*", lines[after.lineno - 1]).group()
-    moved = [target_indent + l[len(indent):] if l.startswith(indent) else l for l in moved]
-    head, rest = lines[:stmt.lineno - 1], lines[stmt.end_lineno:]
+    moved = [target_indent + l[len(indent) :] if l.startswith(indent) else l for l in moved]
+    head, rest = lines[: stmt.lineno - 1], lines[stmt.end_lineno :]
     offset = stmt.end_lineno - stmt.lineno + 1
     cut = after.end_lineno - offset
-    return "".join(head + rest[:cut - len(head)] + moved + rest[cut - len(head):])
+    return "".join(head + rest[: cut - len(head)] + moved + rest[cut - len(head) :])
 
 
 # ---------------------------------------------------------------- the operators
+
 
 def _callee(call: ast.Call) -> str:
     func = call.func
@@ -172,12 +204,20 @@ def drop_member(text, tree, added):
         if _added(fn, added):
             continue
         for stmt in ast.walk(fn):
-            if (isinstance(stmt, (ast.Assign, ast.AnnAssign)) and _added(stmt, added)
-                    and any(isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"
-                            for t in (stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]))):
-                yield f"{ast.unparse(stmt).split('=')[0].strip()} (line {stmt.lineno})", \
-                    _delete_lines(text, _span(stmt)) if len(_parent_block(tree, stmt)) > 1 else \
-                    _replace(text, stmt, "pass")
+            if (
+                isinstance(stmt, (ast.Assign, ast.AnnAssign))
+                and _added(stmt, added)
+                and any(
+                    isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"
+                    for t in (stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target])
+                )
+            ):
+                yield (
+                    f"{ast.unparse(stmt).split('=')[0].strip()} (line {stmt.lineno})",
+                    _delete_lines(text, _span(stmt))
+                    if len(_parent_block(tree, stmt)) > 1
+                    else _replace(text, stmt, "pass"),
+                )
 
 
 def _parent_block(tree, stmt):
@@ -226,8 +266,12 @@ def wrong_argument(text, tree, added):
         if not isinstance(last, (ast.Constant, ast.Starred)):
             yield f"{_callee(call)}(..., None) (line {call.lineno})", _replace(text, last, "None")
         first, second = call.args[:2] if len(call.args) > 1 else (None, None)
-        if first is not None and ast.dump(first) != ast.dump(second) \
-                and not isinstance(first, ast.Starred) and not isinstance(second, ast.Starred):
+        if (
+            first is not None
+            and ast.dump(first) != ast.dump(second)
+            and not isinstance(first, ast.Starred)
+            and not isinstance(second, ast.Starred)
+        ):
             new_call = ast.Call(func=call.func, args=[second, first, *call.args[2:]], keywords=call.keywords)
             yield f"{_callee(call)}(b, a) (line {call.lineno})", _replace(text, call, ast.unparse(new_call))
 
@@ -236,30 +280,43 @@ def default_on(text, tree, added):
     for node in ast.walk(tree):
         if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.And) and _added(node, added):
             for i, operand in enumerate(node.values):
-                rest = node.values[:i] + node.values[i + 1:]
+                rest = node.values[:i] + node.values[i + 1 :]
                 new = rest[0] if len(rest) == 1 else ast.BoolOp(op=ast.And(), values=rest)
-                yield (f"without {ast.unparse(operand)[:50]!r} (line {node.lineno})",
-                       _replace(text, node, f"({ast.unparse(new)})"))
+                yield (
+                    f"without {ast.unparse(operand)[:50]!r} (line {node.lineno})",
+                    _replace(text, node, f"({ast.unparse(new)})"),
+                )
 
 
 def neutralise(text, tree, added):
     for node in ast.walk(tree):
         if isinstance(node, ast.If) and node.test.lineno in added and node.lineno in added:
-            yield f"if {ast.unparse(node.test)[:50]} -> if False (line {node.lineno})", \
-                _replace(text, node.test, "False")
+            yield (
+                f"if {ast.unparse(node.test)[:50]} -> if False (line {node.lineno})",
+                _replace(text, node.test, "False"),
+            )
 
 
 def move_call(text, tree, added):
     for block in _blocks(tree):
         for stmt, nxt in zip(block, block[1:]):
-            if (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and _added(stmt, added)
-                    and not any(n in added for n in _span(nxt))):
+            if (
+                isinstance(stmt, ast.Expr)
+                and isinstance(stmt.value, ast.Call)
+                and _added(stmt, added)
+                and not any(n in added for n in _span(nxt))
+            ):
                 yield f"{_callee(stmt.value)}() after line {nxt.lineno}", _move_after(text, stmt, nxt)
 
 
-OPERATOR_FUNCTIONS = {"drop-member": drop_member, "wrong-delegate": wrong_delegate,
-                      "wrong-argument": wrong_argument, "default-on": default_on,
-                      "neutralise": neutralise, "move-call": move_call}
+OPERATOR_FUNCTIONS = {
+    "drop-member": drop_member,
+    "wrong-delegate": wrong_delegate,
+    "wrong-argument": wrong_argument,
+    "default-on": default_on,
+    "neutralise": neutralise,
+    "move-call": move_call,
+}
 
 
 def mutants_of(text: str, added: set[int]):
@@ -272,6 +329,7 @@ def mutants_of(text: str, added: set[int]):
 
 
 # ---------------------------------------------------------------- making the mutated patches
+
 
 class SeriesRepo:
     """The files a line's series touches, pristine from its release, then one commit per patch."""
@@ -318,19 +376,20 @@ class SeriesRepo:
         self._git("reset", "-q", "--hard", self.commits[index])
         (self.work / mutant.path).write_text(mutant.text)
         self._git("commit", "-qa", "--amend", "--no-edit")
-        mutant.patch_text = self._git("format-patch", "--stdout", "--zero-commit", "--no-signature",
-                                      "--full-index", "-1", "HEAD")
+        mutant.patch_text = self._git(
+            "format-patch", "--stdout", "--zero-commit", "--no-signature", "--full-index", "-1", "HEAD"
+        )
         try:
-            for commit in self.commits[index + 1:]:
+            for commit in self.commits[index + 1 :]:
                 self._git("cherry-pick", "--allow-empty", commit)
         except git.GitCommandError:
             self.repo.git.execute(["git", "cherry-pick", "--abort"], with_exceptions=False)
             return None
-        return {rel: (self.work / rel).read_text() for rel in self.series.touched_files()
-                if (self.work / rel).exists()}
+        return {rel: (self.work / rel).read_text() for rel in self.series.touched_files() if (self.work / rel).exists()}
 
 
 # ---------------------------------------------------------------- judging them
+
 
 class Gate:
     """The line's series applied to its real release once; a mutant's files swapped in and out."""
@@ -367,12 +426,28 @@ class FastSet:
         self.base = self._git("rev-parse", "HEAD").strip()
 
     def _git(self, *args: str) -> str:
-        return subprocess.run(["git", *args], cwd=self.scratch, check=True, capture_output=True, text=True,
-                              env={**os.environ, **IDENTITY}).stdout
+        return subprocess.run(
+            ["git", *args], cwd=self.scratch, check=True, capture_output=True, text=True, env={**os.environ, **IDENTITY}
+        ).stdout
 
     def _first_failure(self, files: list[str]) -> str | None:
-        run = subprocess.run([sys.executable, "-m", "pytest", "-m", "not slow and not image", "-x", "-q",
-                              "-p", "no:cacheprovider", *files], cwd=self.scratch, capture_output=True, text=True)
+        run = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-m",
+                "not slow and not image",
+                "-x",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                *files,
+            ],
+            cwd=self.scratch,
+            capture_output=True,
+            text=True,
+        )
         if run.returncode == 0:
             return None
         failed = re.findall(r"^FAILED (\S+)", run.stdout, re.M) or re.findall(r"^ERROR (\S+)", run.stdout, re.M)
@@ -383,8 +458,9 @@ class FastSet:
         for stage, files in enumerate(self.stages):
             if stage not in self.clean:
                 if (failed := self._first_failure(files)) is not None:
-                    sys.exit(f"error: the fast set fails without any mutant ({failed}): fix that before "
-                             "judging mutants")
+                    sys.exit(
+                        f"error: the fast set fails without any mutant ({failed}): fix that before judging mutants"
+                    )
                 self.clean.add(stage)
             (self.scratch / line_rel / "patches" / mutant.patch).write_text(mutant.patch_text)
             self._git("commit", "-qa", "--allow-empty", "-m", f"mutant: {mutant.label()}")
@@ -430,19 +506,24 @@ def summary(results: list[Mutant], seconds: float, gate_only: bool) -> bool:
     for m in results:
         groups.setdefault((m.line, m.patch[:4]), []).append(m)
     for (line, patch), ms in groups.items():
+
         def count(*verdicts: str, ms: list[Mutant] = ms) -> int:
             return sum(m.verdict in verdicts for m in ms)
 
-        print(f"{line:10} {patch:5} {len(ms):7} {count('gate'):5} {count('fast set'):5} "
-              f"{count('survived', 'passes the gate'):5} {count('does not apply'):4} {count('equivalent'):5}")
+        print(
+            f"{line:10} {patch:5} {len(ms):7} {count('gate'):5} {count('fast set'):5} "
+            f"{count('survived', 'passes the gate'):5} {count('does not apply'):4} {count('equivalent'):5}"
+        )
     left = [m for m in results if m.verdict in ("survived", "passes the gate")]
     for m in left:
         print(f"  {'passes the gate' if gate_only else 'SURVIVED'}: {m.label()}")
     print(f"time: {seconds:.0f} s on {subprocess.run(['nproc'], capture_output=True, text=True).stdout.strip()} cores")
     what = "the build gate" if gate_only else "the build gate or the fast set"
     scored = [m for m in results if m.verdict not in ("equivalent", "does not apply")]
-    print(f"patch-level target {'met' if not left else 'NOT met'}: {len(scored) - len(left)} of "
-          f"{len(scored)} mutants caught by {what} (equivalent and not applying ones apart)")
+    print(
+        f"patch-level target {'met' if not left else 'NOT met'}: {len(scored) - len(left)} of "
+        f"{len(scored)} mutants caught by {what} (equivalent and not applying ones apart)"
+    )
     return not left
 
 
@@ -450,13 +531,19 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--line", action="append", help="a maintained line (default: all)")
     parser.add_argument("--operator", action="append", choices=OPERATORS, help="only this operator")
-    parser.add_argument("--patch", action="append", metavar="NNNN",
-                        help="only the mutants of this patch (its number, e.g. 0005; repeatable)")
+    parser.add_argument(
+        "--patch",
+        action="append",
+        metavar="NNNN",
+        help="only the mutants of this patch (its number, e.g. 0005; repeatable)",
+    )
     parser.add_argument("--gate-only", action="store_true", help="stop at the build gate")
     parser.add_argument("--json", metavar="FILE", help="also write every mutant's verdict here")
-    parser.add_argument("--fast-files", nargs="+",
-                        help="judge by these test files only (default: the whole fast set, those that read the "
-                             "series first)")
+    parser.add_argument(
+        "--fast-files",
+        nargs="+",
+        help="judge by these test files only (default: the whole fast set, those that read the series first)",
+    )
     args = parser.parse_args(argv)
     args.equivalents = tomllib.loads(EQUIVALENTS.read_text()).get("patch-equivalent", {})
     args.stages = [args.fast_files] if args.fast_files else [FIRST[:2], [*FIRST, "tests"]]
@@ -471,9 +558,15 @@ def main(argv: list[str] | None = None) -> int:
         results = [m for line in lines for m in run_line(line, scratch, work, fast_set, args)]
         met = summary(results, time.monotonic() - start, args.gate_only)
         if args.json:
-            Path(args.json).write_text(json.dumps(
-                [{k: v for k, v in dataclasses.asdict(m).items() if k not in ("text", "patch_text")}
-                 for m in results], indent=2))
+            Path(args.json).write_text(
+                json.dumps(
+                    [
+                        {k: v for k, v in dataclasses.asdict(m).items() if k not in ("text", "patch_text")}
+                        for m in results
+                    ],
+                    indent=2,
+                )
+            )
         return 0 if met else 1
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -23,38 +23,68 @@ PATTERNS = {
     "runner-self": "`self.model` inside ModelRunner and its mixin bases (target or draft model)",
     "runner-attr": "`<x>.model_runner.model` / `<x>._model_runner.model` (graph runners, EPLB, workers)",
     "runner-name": "`model_runner.model` for a name or parameter called model_runner, or annotated "
-                   "ModelRunner (0.5.2x helper functions)",
+    "ModelRunner (0.5.2x helper functions)",
     "spec-self": "`self.model_runner.model` inside speculative/ (the worker's own, i.e. draft, runner)",
     "draft-runner": "`<x>.draft_model_runner.model`, `<x>.draft_runner.model`, "
-                    "`<x>.draft_runner_list[i].model`, `<x>.mtp_model_runner(i).model`, "
-                    "`<x>.draft_worker.model_runner.model` (draft model)",
+    "`<x>.draft_runner_list[i].model`, `<x>.mtp_model_runner(i).model`, "
+    "`<x>.draft_worker.model_runner.model` (draft model)",
     "target-worker": "`<x>.target_worker.model_runner.model` (also `_target_worker`, `tp_worker`, "
-                     "`.get_model_runner()`) (target model)",
+    "`.get_model_runner()`) (target model)",
     "model-arch": "`model_class, _ = get_model_architecture(...)` (the target model class, e.g. "
-                  "classmethod get_model_config_for_expert_location)",
+    "classmethod get_model_config_for_expert_location)",
 }
-PROPAGATION = ("local alias (`m = self.model_runner.model; m.x`)",
-               "instance attribute (`self.m = <model>` in one method, `self.m.x` in another)",
-               "call argument (`helper(model=self.model)` -> `model.x` inside helper, across modules)",
-               "stored getter (`Manager(get_model=lambda: self.model)` -> `self._get_model().x`)",
-               "`type(<model>)` -> the model class")
+PROPAGATION = (
+    "local alias (`m = self.model_runner.model; m.x`)",
+    "instance attribute (`self.m = <model>` in one method, `self.m.x` in another)",
+    "call argument (`helper(model=self.model)` -> `model.x` inside helper, across modules)",
+    "stored getter (`Manager(get_model=lambda: self.model)` -> `self._get_model().x`)",
+    "`type(<model>)` -> the model class",
+)
 
 # Feature paths, by keywords found in the access's file, enclosing function and enclosing
 # conditions (and those of the call sites that lead to it). "core" when none matches.
-FEATURES = ("eagle3", "cuda-graph", "piecewise-graph", "eplb", "pipeline", "context-parallel", "lora",
-            "weight-update", "pdmux", "dllm")
+FEATURES = (
+    "eagle3",
+    "cuda-graph",
+    "piecewise-graph",
+    "eplb",
+    "pipeline",
+    "context-parallel",
+    "lora",
+    "weight-update",
+    "pdmux",
+    "dllm",
+)
 _FEATURE_RULES = (
-    ("eagle3", re.compile(r"eagle|speculative|spec_info|spec_algorithm|is_draft|draft_|aux_hidden|"
-                          r"hot_token|\bmtp\b|nextn", re.I)),
+    (
+        "eagle3",
+        re.compile(
+            r"eagle|speculative|spec_info|spec_algorithm|is_draft|draft_|aux_hidden|"
+            r"hot_token|\bmtp\b|nextn",
+            re.I,
+        ),
+    ),
     ("piecewise-graph", re.compile(r"piecewise", re.I)),
-    ("cuda-graph", re.compile(r"cuda_graph|graph_runner|device_graphs?\b|cuda_graphs|capture_bs|"
-                              r"graph_capture|init_\w*graphs?\b|decode_graph", re.I)),
+    (
+        "cuda-graph",
+        re.compile(
+            r"cuda_graph|graph_runner|device_graphs?\b|cuda_graphs|capture_bs|"
+            r"graph_capture|init_\w*graphs?\b|decode_graph",
+            re.I,
+        ),
+    ),
     ("eplb", re.compile(r"eplb|expert_location|expert_distribution|routed_experts|elastic_ep", re.I)),
     ("pipeline", re.compile(r"\bpp_|_pp_|pp_proxy|pipeline|pp_group|is_last_rank|pp_rank|pp_size", re.I)),
     ("context-parallel", re.compile(r"_cp\b|\bcp_|context_parallel|attn_cp|_cp_", re.I)),
     ("lora", re.compile(r"lora", re.I)),
-    ("weight-update", re.compile(r"update_weights?|weights_from|checkpoint_engine|weight_checker|"
-                                 r"named_tensors|weight_sync|refit", re.I)),
+    (
+        "weight-update",
+        re.compile(
+            r"update_weights?|weights_from|checkpoint_engine|weight_checker|"
+            r"named_tensors|weight_sync|refit",
+            re.I,
+        ),
+    ),
     ("pdmux", re.compile(r"split_prefill|pdmux", re.I)),
     ("dllm", re.compile(r"dllm", re.I)),
 )
@@ -74,8 +104,10 @@ _NAME_ROOTS = {
     "draft_worker": ("worker", "draft", "draft-runner"),
 }
 # The same roots reached as attributes (`self.model_runner.model`): only the runner pattern differs.
-_ATTR_ROOTS = {name: (kind, role, "runner-attr" if pattern == "runner-name" else pattern)
-               for name, (kind, role, pattern) in _NAME_ROOTS.items()}
+_ATTR_ROOTS = {
+    name: (kind, role, "runner-attr" if pattern == "runner-name" else pattern)
+    for name, (kind, role, pattern) in _NAME_ROOTS.items()
+}
 
 
 # Any other name like draft_*runner*, mtp_*runner* (lists, getters) is a draft runner too.

@@ -39,9 +39,11 @@ class CallGraph:
         f = c.func
         own = isinstance(f, ast.Attribute) and (
             (isinstance(f.value, ast.Name) and self.self_name is not None and f.value.id == self.self_name)
-            or (isinstance(f.value, ast.Call) and _call_name(f.value) == "super"))
+            or (isinstance(f.value, ast.Call) and _call_name(f.value) == "super")
+        )
         passes = any(self.ev(a) is not None for a in c.args if not isinstance(a, ast.Starred)) or any(
-            self.ev(k.value) is not None for k in c.keywords)
+            self.ev(k.value) is not None for k in c.keywords
+        )
         if own and not passes and not self.is_runner:
             return  # other classes' internal calls matter only when they pass a model along
         if not (own or passes or (isinstance(f, ast.Attribute) and self.ev(f.value) is not None)):

@@ -35,9 +35,18 @@ __all__ = ["FEATURES", "PATTERNS", "PROPAGATION", "Access", "Deriver", "Val"]
 _PREFILTER = re.compile(
     r"(model_runner|draft_runner|get_model_runner\(\))\.model\b|get_model_architecture|"
     r"=\s*[\w.]*\b(model_runner|draft_runner|draft_model_runner|target_worker|_target_worker|tp_worker|"
-    r"draft_worker)\s*$|\bclass ModelRunner\b", re.M)
-_PREFILTER_WORDS = ("model_runner", "draft_runner", "get_model_architecture", "target_worker",
-                    "tp_worker", "draft_worker", "class ModelRunner")
+    r"draft_worker)\s*$|\bclass ModelRunner\b",
+    re.M,
+)
+_PREFILTER_WORDS = (
+    "model_runner",
+    "draft_runner",
+    "get_model_architecture",
+    "target_worker",
+    "tp_worker",
+    "draft_worker",
+    "class ModelRunner",
+)
 
 
 _MODEL_WORD = re.compile(r"\.model\b|get_model_architecture|class ModelRunner\b")
@@ -45,8 +54,7 @@ _MODEL_WORD = re.compile(r"\.model\b|get_model_architecture|class ModelRunner\b"
 
 def _mentions(text: str) -> bool:
     """Text that can reach a model through a root pattern (a cheap test before parsing)."""
-    return (any(w in text for w in _PREFILTER_WORDS) and bool(_MODEL_WORD.search(text))
-            and bool(_PREFILTER.search(text)))
+    return any(w in text for w in _PREFILTER_WORDS) and bool(_MODEL_WORD.search(text)) and bool(_PREFILTER.search(text))
 
 
 class Deriver:
@@ -72,9 +80,15 @@ class Deriver:
 
     def find_runner(self) -> None:
         preferred = ClassRef(f"{SRT}.model_executor.model_runner", "ModelRunner")
-        runners = [preferred] if self.classes.outline(preferred) else [
-            r for r in self.classes.by_name("ModelRunner")
-            if r.module.startswith(SRT + ".") and not r.module.startswith(MODELS + ".")]
+        runners = (
+            [preferred]
+            if self.classes.outline(preferred)
+            else [
+                r
+                for r in self.classes.by_name("ModelRunner")
+                if r.module.startswith(SRT + ".") and not r.module.startswith(MODELS + ".")
+            ]
+        )
         if runners:
             self.runner_class = runners[0]
             self.runner_mro = [c for c in self.classes.mro(runners[0]) if isinstance(c, ClassRef)]
@@ -180,8 +194,9 @@ class Deriver:
         info = self.funcs[key]
         walker = _Walker(self, key, info)
         walker.run()
-        self.results[key] = KeyResult(walker.accesses, walker.events, walker.edge_features,
-                                      walker.guarded_edges, walker.call_facts)
+        self.results[key] = KeyResult(
+            walker.accesses, walker.events, walker.edge_features, walker.guarded_edges, walker.call_facts
+        )
 
     def set_attr_root(self, cls: ClassRef, attr: str, val: Val) -> None:
         roots = self.attr_roots.setdefault(cls, {})
@@ -295,8 +310,11 @@ class Deriver:
                 merged = None
                 for caller, facts in sites:
                     here = {**inherited.get(caller, {}), **facts}
-                    merged = here if merged is None else {
-                        m: _required_first(g, here[m]) for m, g in merged.items() if m in here}
+                    merged = (
+                        here
+                        if merged is None
+                        else {m: _required_first(g, here[m]) for m, g in merged.items() if m in here}
+                    )
                 if merged != inherited.get(callee, {}):
                     inherited[callee] = cast(dict[str, str], merged)  # sites: never empty
                     changed = True

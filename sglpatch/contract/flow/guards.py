@@ -48,8 +48,12 @@ class GuardFacts:
         """``name`` or ``self.name``: where a function keeps a value it tests later."""
         if isinstance(e, ast.Name):
             return e.id
-        if (isinstance(e, ast.Attribute) and isinstance(e.value, ast.Name) and self.self_name is not None
-                and e.value.id == self.self_name):
+        if (
+            isinstance(e, ast.Attribute)
+            and isinstance(e.value, ast.Name)
+            and self.self_name is not None
+            and e.value.id == self.self_name
+        ):
             return f"{self.self_name}.{e.attr}"
         return None
 
@@ -64,8 +68,13 @@ class GuardFacts:
             for v in test.values:
                 self._enforce_probe_results(v, negated)
             return
-        if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Is, ast.IsNot)) \
-                and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value is None:
+        if (
+            isinstance(test, ast.Compare)
+            and len(test.ops) == 1
+            and isinstance(test.ops[0], (ast.Is, ast.IsNot))
+            and isinstance(test.comparators[0], ast.Constant)
+            and test.comparators[0].value is None
+        ):
             # assert name is not None / if name is None: raise
             enforced = isinstance(test.ops[0], ast.IsNot) != negated
             name = self._result_name(test.left) if enforced else None
@@ -116,8 +125,12 @@ class GuardFacts:
                 for _, n in parts:
                     neg.update(n)
             return pos, neg
-        if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(
-                test.comparators[0], ast.Constant) and test.comparators[0].value is None:
+        if (
+            isinstance(test, ast.Compare)
+            and len(test.ops) == 1
+            and isinstance(test.comparators[0], ast.Constant)
+            and test.comparators[0].value is None
+        ):
             m = self.probe(test.left)
             if m:
                 if isinstance(test.ops[0], ast.IsNot):
@@ -136,8 +149,12 @@ class GuardFacts:
         return pos, neg
 
     def protocol_members(self, test) -> list[str]:
-        if not (isinstance(test, ast.Call) and _call_name(test) == "isinstance" and len(test.args) == 2
-                and isinstance(test.args[1], (ast.Name, ast.Attribute))):
+        if not (
+            isinstance(test, ast.Call)
+            and _call_name(test) == "isinstance"
+            and len(test.args) == 2
+            and isinstance(test.args[1], (ast.Name, ast.Attribute))
+        ):
             return []
         base = self.ev(test.args[0])
         if base is None or base.kind != "model":

@@ -101,11 +101,18 @@ class NoneFlow:
 
     def consumed(self, taint: Taint, node, visit: Visit) -> None:
         for probe, hops in taint:
-            sink = replace(probe, guard="asserted", path=visit.mod.relpath, line=node.lineno,
-                           col=node.col_offset, function=visit.info.qualname,
-                           features=((set(probe.features) | visit.features()) - {"core"}) or {"core"},
-                           detail=f"None of {probe.location}", via=hops,
-                           conditions=tuple(self.d.unparse(t) for t in visit.tests))
+            sink = replace(
+                probe,
+                guard="asserted",
+                path=visit.mod.relpath,
+                line=node.lineno,
+                col=node.col_offset,
+                function=visit.info.qualname,
+                features=((set(probe.features) | visit.features()) - {"core"}) or {"core"},
+                detail=f"None of {probe.location}",
+                via=hops,
+                conditions=tuple(self.d.unparse(t) for t in visit.tests),
+            )
             self.sinks.setdefault(sink.site_key(), sink)
 
     def gives_values(self, fn) -> bool:
@@ -119,8 +126,9 @@ class NoneFlow:
 
     def _enqueue_mentions(self, text: str, *also: str) -> None:
         if self._runtime is None:  # every runtime module's text in one byte string: one find per name
-            mods = [m for m in self.d.tree.package_modules(SRT)
-                    if not (m.name == MODELS or m.name.startswith(MODELS + "."))]
+            mods = [
+                m for m in self.d.tree.package_modules(SRT) if not (m.name == MODELS or m.name.startswith(MODELS + "."))
+            ]
             texts = [m.source.encode() for m in mods]  # bytes: a str with one non-ASCII char is 2-4x slower
             starts, pos = [], 0
             for t in texts:

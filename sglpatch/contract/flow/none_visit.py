@@ -75,8 +75,9 @@ class Visit:
         self.block(self.info.node.body)
 
     def features(self) -> set[str]:
-        return _features_of(f"{self.mod.relpath} {self.info.qualname} "
-                            + " ".join(self.flow.d.unparse(t) for t in self.tests))
+        return _features_of(
+            f"{self.mod.relpath} {self.info.qualname} " + " ".join(self.flow.d.unparse(t) for t in self.tests)
+        )
 
     def where(self, node) -> str:
         return f"{self.mod.relpath}:{node.lineno}"
@@ -107,8 +108,11 @@ class Visit:
             return ()
         if isinstance(e, ast.IfExp):
             body = () if isinstance(e.body, ast.Name) and e.body.id in _not_none(e.test, True) else self.taint(e.body)
-            orelse = () if isinstance(e.orelse, ast.Name) and e.orelse.id in _not_none(e.test, False) \
+            orelse = (
+                ()
+                if isinstance(e.orelse, ast.Name) and e.orelse.id in _not_none(e.test, False)
                 else self.taint(e.orelse)
+            )
             return _union(body, orelse)
         if isinstance(e, ast.NamedExpr):
             return self.taint(e.value)
@@ -135,8 +139,12 @@ class Visit:
                 y, n, d = self.none_when(v)
                 yes, no, derived = _union(yes, y), _union(no, n), derived or (d and bool(y or n))
             return yes, no, derived
-        if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Is, ast.IsNot)) \
-                and _is_none(test.comparators[0]):
+        if (
+            isinstance(test, ast.Compare)
+            and len(test.ops) == 1
+            and isinstance(test.ops[0], (ast.Is, ast.IsNot))
+            and _is_none(test.comparators[0])
+        ):
             t = self.taint(test.left)
             return (t, (), bool(t)) if isinstance(test.ops[0], ast.Is) else ((), t, bool(t))
         if isinstance(test, ast.Name):
@@ -167,8 +175,11 @@ class Visit:
             self.if_(s)
         elif isinstance(s, ast.Return):
             self.expr(s.value)
-            t = self.taint(s.value) if not _is_none(s.value) else (
-                self.absent if self.absent and self.flow.gives_values(self.info.node) else ())
+            t = (
+                self.taint(s.value)
+                if not _is_none(s.value)
+                else (self.absent if self.absent and self.flow.gives_values(self.info.node) else ())
+            )
             if t:
                 self.flow.returned(self.key, _hop(t, self.where(s)))
         elif isinstance(s, ast.Raise):
@@ -186,7 +197,7 @@ class Visit:
         elif isinstance(s, (ast.Assign, ast.AnnAssign)) and s.value is not None:
             self.expr(s.value)
             t = self.taint(s.value)
-            for target in (s.targets if isinstance(s, ast.Assign) else [s.target]):
+            for target in s.targets if isinstance(s, ast.Assign) else [s.target]:
                 self.assign(target, t)
                 if isinstance(target, ast.Name):
                     accessor = _accessor(s.value)
@@ -273,8 +284,12 @@ class Visit:
             self.expr(e.body, set(handled) | _not_none(e.test, True))
             self.expr(e.orelse, set(handled) | _not_none(e.test, False))
             return
-        if isinstance(e, (ast.Attribute, ast.Subscript)) and isinstance(e.value, ast.Name) \
-                and isinstance(e.ctx, ast.Load) and e.value.id not in handled:
+        if (
+            isinstance(e, (ast.Attribute, ast.Subscript))
+            and isinstance(e.value, ast.Name)
+            and isinstance(e.ctx, ast.Load)
+            and e.value.id not in handled
+        ):
             t = self.taint(e.value)
             if t:
                 self.flow.consumed(t, e, self)
@@ -330,11 +345,20 @@ def _not_none(test, holds: bool) -> set[str]:
         return set()
     if isinstance(test, ast.Name):
         return {test.id} if holds else set()
-    if isinstance(test, ast.Call) and _call_name(test) in ("isinstance", "hasattr", "callable") and test.args \
-            and isinstance(test.args[0], ast.Name):  # None is no instance, has no such member, is no callable
+    if (
+        isinstance(test, ast.Call)
+        and _call_name(test) in ("isinstance", "hasattr", "callable")
+        and test.args
+        and isinstance(test.args[0], ast.Name)
+    ):  # None is no instance, has no such member, is no callable
         return {test.args[0].id} if holds else set()
-    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Is, ast.IsNot)) \
-            and _is_none(test.comparators[0]) and isinstance(test.left, ast.Name):
+    if (
+        isinstance(test, ast.Compare)
+        and len(test.ops) == 1
+        and isinstance(test.ops[0], (ast.Is, ast.IsNot))
+        and _is_none(test.comparators[0])
+        and isinstance(test.left, ast.Name)
+    ):
         return {test.left.id} if isinstance(test.ops[0], ast.IsNot) == holds else set()
     return set()
 
@@ -345,5 +369,8 @@ def _own_nodes(fn):
     while stack:
         n = stack.pop()
         yield n
-        stack.extend(c for c in ast.iter_child_nodes(n)
-                     if not isinstance(c, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)))
+        stack.extend(
+            c
+            for c in ast.iter_child_nodes(n)
+            if not isinstance(c, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda))
+        )

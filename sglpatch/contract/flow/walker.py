@@ -79,8 +79,11 @@ class _Walker(GuardFacts, CallGraph):
         """The getter a call invokes, when it is one: a getter is only ever stored in a local
         name or on ``self``, so no other callee is evaluated."""
         stored = isinstance(func, ast.Name) or (
-            isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and bool(self.self_name)
-            and func.value.id == self.self_name)
+            isinstance(func, ast.Attribute)
+            and isinstance(func.value, ast.Name)
+            and bool(self.self_name)
+            and func.value.id == self.self_name
+        )
         v = self.ev(func) if stored else None
         return v if v is not None and v.kind.startswith(GETTER) else None
 
@@ -131,7 +134,7 @@ class _Walker(GuardFacts, CallGraph):
         if isinstance(e, ast.Call):
             getter = self._stored_getter(e.func)
             if getter is not None:  # self._get_model()
-                return Val(getter.kind[len(GETTER):], getter.role, getter.pattern)
+                return Val(getter.kind[len(GETTER) :], getter.role, getter.pattern)
             name = dotted(e.func) or ""
             last = name.rpartition(".")[2]
             if last == "get_model_architecture":
@@ -151,8 +154,12 @@ class _Walker(GuardFacts, CallGraph):
             return None
         if isinstance(e, ast.Subscript):
             base = self.ev(e.value)
-            if base is not None and base.kind == "archtuple" and isinstance(e.slice, ast.Constant) \
-                    and e.slice.value == 0:
+            if (
+                base is not None
+                and base.kind == "archtuple"
+                and isinstance(e.slice, ast.Constant)
+                and e.slice.value == 0
+            ):
                 return Val("class", base.role, base.pattern)
             if base is not None and base.kind == "runner":  # draft_runner_list[i]
                 return base
@@ -182,10 +189,16 @@ class _Walker(GuardFacts, CallGraph):
                         first = t.elts[0]
                         if isinstance(first, ast.Name):
                             self.env[first.id] = Val("class", v.role, v.pattern)
-                    elif (isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name)
-                          and self.self_name and t.value.id == self.self_name and self.cls is not None
-                          and v is not None and (v.kind in _FOLLOWED or v.kind.startswith(GETTER))
-                          and not self.is_runner):
+                    elif (
+                        isinstance(t, ast.Attribute)
+                        and isinstance(t.value, ast.Name)
+                        and self.self_name
+                        and t.value.id == self.self_name
+                        and self.cls is not None
+                        and v is not None
+                        and (v.kind in _FOLLOWED or v.kind.startswith(GETTER))
+                        and not self.is_runner
+                    ):
                         self.d.set_attr_root(self.cls, t.attr, v)
             if self.env == before:
                 break
@@ -246,8 +259,12 @@ class _Walker(GuardFacts, CallGraph):
             self.expr(s.targets[0])
             # a probe's result, or getattr(m, "x", None): None when the member is missing
             none_default = _getattr_none_default(s.value)
-            probes = [a for a in self.accesses[first:] if a.guard in ("signature-probe", "hasattr")
-                      or (none_default and a.kind == "getattr" and a.guard == "getattr-default")]
+            probes = [
+                a
+                for a in self.accesses[first:]
+                if a.guard in ("signature-probe", "hasattr")
+                or (none_default and a.kind == "getattr" and a.guard == "getattr-default")
+            ]
             name = self._result_name(s.targets[0])
             if name is not None:
                 if probes:
@@ -311,7 +328,7 @@ class _Walker(GuardFacts, CallGraph):
                 p, n = self.facts(v)
                 self.known.update(p if isinstance(e.op, ast.And) else n)
                 self.tests.append(v)
-            del self.tests[len(self.tests) - len(e.values):]
+            del self.tests[len(self.tests) - len(e.values) :]
             self.known = saved
             return
         if isinstance(e, ast.IfExp):
@@ -375,19 +392,29 @@ class _Walker(GuardFacts, CallGraph):
                     guarded = len(c.args) >= 3 or any(k.arg == "default" for k in c.keywords)
                     self.record(member, base, "getattr", c, guard="getattr-default" if guarded else None)
                 else:
-                    guard = "asserted" if self.in_assert else (
-                        "checked" if id(c) in self.checked_probe else "hasattr")
+                    guard = "asserted" if self.in_assert else ("checked" if id(c) in self.checked_probe else "hasattr")
                     self.record(member, base, "hasattr", c, guard=guard)
         if isinstance(c.func, ast.Attribute):
             base = self.ev(c.func.value)
             if base is not None and base.kind in ("model", "class"):
-                none_arg = bool(c.args) and all(isinstance(a, ast.Constant) and a.value is None
-                                                for a in c.args) and not c.keywords
-                self.record(c.func.attr, base, "call", c.func, nargs=len(c.args) + len(c.keywords),
-                            none_arg=none_arg)
+                none_arg = (
+                    bool(c.args)
+                    and all(isinstance(a, ast.Constant) and a.value is None for a in c.args)
+                    and not c.keywords
+                )
+                self.record(c.func.attr, base, "call", c.func, nargs=len(c.args) + len(c.keywords), none_arg=none_arg)
                 self.handled.add(id(c.func))
-                self.events.append(("member_call", c.func.attr, len(c.args) + len(c.keywords), none_arg,
-                                    c.lineno, base.role, self.mod.relpath))
+                self.events.append(
+                    (
+                        "member_call",
+                        c.func.attr,
+                        len(c.args) + len(c.keywords),
+                        none_arg,
+                        c.lineno,
+                        base.role,
+                        self.mod.relpath,
+                    )
+                )
         simple = name.rpartition(".")[2] if name else ""
         if simple and _EVENT_NAMES.search(simple):
             self.events.append(("named", simple, c.lineno, self.mod.relpath))
@@ -398,9 +425,14 @@ class _Walker(GuardFacts, CallGraph):
         if len(e.ops) != 1 or not isinstance(e.ops[0], (ast.In, ast.NotIn)) or not _const_str(e.left):
             return
         right = e.comparators[0]
-        if not (isinstance(right, ast.Attribute) and right.attr == "parameters"
-                and isinstance(right.value, ast.Call) and _call_name(right.value).endswith("signature")
-                and right.value.args and isinstance(right.value.args[0], ast.Attribute)):
+        if not (
+            isinstance(right, ast.Attribute)
+            and right.attr == "parameters"
+            and isinstance(right.value, ast.Call)
+            and _call_name(right.value).endswith("signature")
+            and right.value.args
+            and isinstance(right.value.args[0], ast.Attribute)
+        ):
             return
         target = right.value.args[0]
         base = self.ev(target.value)
@@ -428,11 +460,24 @@ class _Walker(GuardFacts, CallGraph):
         features = self.features()
         if kind.endswith("signature"):  # the probed parameter names the path (pp_proxy_tensors)
             features = (features | _features_of(detail)) - {"core"} or {"core"}
-        self.accesses.append(Access(
-            member=member, role=role, kind=kind, guard=guard, path=self.mod.relpath,
-            line=node.lineno, col=node.col_offset, function=self.info.qualname,
-            pattern=base.pattern, features=features, nargs=nargs, none_arg=none_arg,
-            detail=detail, conditions=tuple(self.d.unparse(t) for t in self.tests)))
+        self.accesses.append(
+            Access(
+                member=member,
+                role=role,
+                kind=kind,
+                guard=guard,
+                path=self.mod.relpath,
+                line=node.lineno,
+                col=node.col_offset,
+                function=self.info.qualname,
+                pattern=base.pattern,
+                features=features,
+                nargs=nargs,
+                none_arg=none_arg,
+                detail=detail,
+                conditions=tuple(self.d.unparse(t) for t in self.tests),
+            )
+        )
 
     def features(self) -> set[str]:
         text = self.context + " " + " ".join(self.d.unparse(t) for t in self.tests)
@@ -445,6 +490,7 @@ def _getattr_none_default(value) -> bool:
     """``getattr(x, "name", None)``: the value is None exactly when the member is missing."""
     if not (isinstance(value, ast.Call) and _call_name(value) == "getattr" and len(value.args) >= 2):
         return False
-    default = value.args[2] if len(value.args) >= 3 else next(
-        (k.value for k in value.keywords if k.arg == "default"), None)
+    default = (
+        value.args[2] if len(value.args) >= 3 else next((k.value for k in value.keywords if k.arg == "default"), None)
+    )
     return isinstance(default, ast.Constant) and default.value is None

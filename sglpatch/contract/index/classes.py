@@ -155,18 +155,30 @@ class ClassIndex(Wrappers):
             m = co.members.get(member)
             if m is None or m.kind == "annotation" or (on_class and m.kind == "self-attr"):
                 continue
-            kind = m.kind + (f" ({m.where}{', conditional' if m.conditional else ''})"
-                             if m.kind == "self-attr" else "")
+            kind = m.kind + (f" ({m.where}{', conditional' if m.conditional else ''})" if m.kind == "self-attr" else "")
             return Lookup("present", c.qualname, kind, self.location(c, m.line))
         if not on_class and member in self.loader_set:
             return Lookup("present", "the model loader", "set on every model", self.loader_set[member])
         if not on_class:
-            owner = next((c for c in self.mro(ref) if isinstance(c, ClassRef) and self.outline(c)
-                          and cast(ClassOutline, self.outline(c)).getattr_forward is not None), None)
+            owner = next(
+                (
+                    c
+                    for c in self.mro(ref)
+                    if isinstance(c, ClassRef)
+                    and self.outline(c)
+                    and cast(ClassOutline, self.outline(c)).getattr_forward is not None
+                ),
+                None,
+            )
             if owner is not None and _depth >= FORWARD_DEPTH:  # owner: a class with an outline
                 where = self.location(owner, cast(ClassOutline, self.outline(owner)).members["__getattr__"].line)
-                return Lookup("unknown", None, None, where, f"__getattr__ forwards through more than "
-                              f"{FORWARD_DEPTH} wrappers (or in a circle)")
+                return Lookup(
+                    "unknown",
+                    None,
+                    None,
+                    where,
+                    f"__getattr__ forwards through more than {FORWARD_DEPTH} wrappers (or in a circle)",
+                )
             if owner is not None:
                 return self._via_getattr(ref, owner, member, _depth)
         if unknown:
@@ -185,8 +197,9 @@ class ClassIndex(Wrappers):
         found, lacking, unsure = [], [], []
         for kind, chain in paths:
             if kind in ("raise", "none"):
-                lacking.append("__getattr__ raises AttributeError for it" if kind == "raise"
-                               else "__getattr__ returns None for it")
+                lacking.append(
+                    "__getattr__ raises AttributeError for it" if kind == "raise" else "__getattr__ returns None for it"
+                )
                 continue
             if kind != "forward":
                 unsure.append(f"__getattr__ {kind} for it")
@@ -204,14 +217,16 @@ class ClassIndex(Wrappers):
             elif unsettled:
                 unsure.append(f"__getattr__ forwards to {text} ({'; '.join(unsettled)})")
             else:
-                found.append(f"forwarded by __getattr__ to {text} ("
-                             + ", ".join(f"{t.name}: {lk.kind}" for t, lk in looks) + ")")
+                found.append(
+                    f"forwarded by __getattr__ to {text} (" + ", ".join(f"{t.name}: {lk.kind}" for t, lk in looks) + ")"
+                )
         if found and not lacking and not unsure:
             return Lookup("forwarded", owner.qualname, "__getattr__", where, found[0])
         if lacking and not found and not unsure:
             return Lookup("missing", None, None, where, lacking[0])
-        return Lookup("unknown", None, None, where, (unsure or lacking)[0] + (
-            "; other paths forward it" if found else ""))
+        return Lookup(
+            "unknown", None, None, where, (unsure or lacking)[0] + ("; other paths forward it" if found else "")
+        )
 
     def resolve_chain(self, ref: ClassRef, chain: tuple[str, ...]) -> list[ClassRef] | None:
         """Classes of ``self.a.b`` on an instance of ``ref`` (constructed in ``__init__``s), or None

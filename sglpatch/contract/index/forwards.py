@@ -64,8 +64,13 @@ def forward_problems(tree: SourceTree, classes: ClassIndex, ref: ClassRef) -> li
             continue
         lost = _missing_self_calls(classes, ref, node)
         if lost:
-            problems.append((member, f"{ref.name}.{member} calls self.{cast(ast.Attribute, lost[0].func).attr}, which {ref.name} "
-                                     "lacks", classes.location(ref, lost[0].lineno)))
+            problems.append(
+                (
+                    member,
+                    f"{ref.name}.{member} calls self.{cast(ast.Attribute, lost[0].func).attr}, which {ref.name} lacks",
+                    classes.location(ref, lost[0].lineno),
+                )
+            )
             continue
         forwards = _forwards(node, helpers, inner_attrs, inner_classes)
         names = {f.name for f in forwards}
@@ -75,9 +80,14 @@ def forward_problems(tree: SourceTree, classes: ClassIndex, ref: ClassRef) -> li
         where = classes.location(ref, forward.node.lineno)
         if forward.name != member:
             if forward.name in own:  # a copied forward left with its sibling's name
-                problems.append((member, f"{ref.name}.{member} forwards to {forward.name} of its inner model "
-                                         f"(which {ref.name} provides as a member of its own), not to {member}",
-                                 where))
+                problems.append(
+                    (
+                        member,
+                        f"{ref.name}.{member} forwards to {forward.name} of its inner model "
+                        f"(which {ref.name} provides as a member of its own), not to {member}",
+                        where,
+                    )
+                )
             continue
         if forward.call is not None and (wrong := _argument_problem(forward.call, params, node)):
             problems.append((member, f"{ref.name}.{member} forwards to {member} of its inner model {wrong}", where))
@@ -86,9 +96,15 @@ def forward_problems(tree: SourceTree, classes: ClassIndex, ref: ClassRef) -> li
 
 def _missing_self_calls(classes: ClassIndex, ref: ClassRef, node: ast.AST) -> list[ast.Call]:
     """Calls ``self.m(...)`` in a forward where the class (MRO and all) has no ``m``."""
-    return [c for c in ast.walk(node) if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)
-            and isinstance(c.func.value, ast.Name) and c.func.value.id == "self"
-            and classes.lookup(ref, c.func.attr).status == "missing"]
+    return [
+        c
+        for c in ast.walk(node)
+        if isinstance(c, ast.Call)
+        and isinstance(c.func, ast.Attribute)
+        and isinstance(c.func.value, ast.Name)
+        and c.func.value.id == "self"
+        and classes.lookup(ref, c.func.attr).status == "missing"
+    ]
 
 
 def _class_node(tree: SourceTree, ref: ClassRef) -> ast.ClassDef | None:
@@ -106,8 +122,14 @@ def _by_name_helpers(cls: ast.ClassDef) -> dict[str, int]:
             continue
         params = [a.arg for a in fn.args.args[1:]]
         for call in ast.walk(fn):
-            if (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "getattr"
-                    and len(call.args) > 1 and isinstance(call.args[1], ast.Name) and call.args[1].id in params):
+            if (
+                isinstance(call, ast.Call)
+                and isinstance(call.func, ast.Name)
+                and call.func.id == "getattr"
+                and len(call.args) > 1
+                and isinstance(call.args[1], ast.Name)
+                and call.args[1].id in params
+            ):
                 helpers[fn.name] = params.index(call.args[1].id)
     return helpers
 
@@ -131,8 +153,9 @@ def _members(cls: ast.ClassDef):
         static = any(isinstance(d, ast.Name) and d.id in ("staticmethod", "classmethod") for d in fn.decorator_list)
         # a static or class method may ignore an argument on purpose (a config the inner class
         # does not take); an instance method that forwards itself has no reason to
-        params = [] if static else [a.arg for a in [*args.posonlyargs, *args.args][1:]] + [
-            a.arg for a in args.kwonlyargs]
+        params = (
+            [] if static else [a.arg for a in [*args.posonlyargs, *args.args][1:]] + [a.arg for a in args.kwonlyargs]
+        )
         yield fn.name, fn, params
 
 
@@ -164,11 +187,19 @@ def _results(node: ast.AST) -> list[ast.expr]:
 def _named_lookup(call: ast.Call, helpers, inner_attrs, inner_classes) -> str | None:
     func = call.func
     position = None
-    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self" \
-            and func.attr in helpers:
+    if (
+        isinstance(func, ast.Attribute)
+        and isinstance(func.value, ast.Name)
+        and func.value.id == "self"
+        and func.attr in helpers
+    ):
         position = helpers[func.attr]
-    elif isinstance(func, ast.Name) and func.id == "getattr" and call.args \
-            and _is_inner(call.args[0], inner_attrs, inner_classes):
+    elif (
+        isinstance(func, ast.Name)
+        and func.id == "getattr"
+        and call.args
+        and _is_inner(call.args[0], inner_attrs, inner_classes)
+    ):
         position = 1
     arg = call.args[position] if position is not None and len(call.args) > position else None
     if isinstance(arg, ast.Constant) and isinstance(arg.value, str):

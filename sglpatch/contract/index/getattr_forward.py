@@ -29,12 +29,22 @@ def getattr_paths(tree: SourceTree, cls: ClassRef, m: Member, member: str) -> li
 
     def hook(ev, call, name, args, kwargs, st):
         f = call.func
-        if isinstance(f, ast.Attribute) and f.attr in _NO_ATTR and (
-                isinstance(f.value, ast.Call) and dotted(f.value.func) == "super"
-                or (dotted(f.value) or "").rpartition(".")[2] in ("Module", "object")):
+        if (
+            isinstance(f, ast.Attribute)
+            and f.attr in _NO_ATTR
+            and (
+                isinstance(f.value, ast.Call)
+                and dotted(f.value.func) == "super"
+                or (dotted(f.value) or "").rpartition(".")[2] in ("Module", "object")
+            )
+        ):
             raise PathRaises(Raised("AttributeError", member, call.lineno))
-        if name == "getattr" and len(call.args) >= 2 and isinstance(call.args[1], ast.Name) \
-                and call.args[1].id == params[1]:
+        if (
+            name == "getattr"
+            and len(call.args) >= 2
+            and isinstance(call.args[1], ast.Name)
+            and call.args[1].id == params[1]
+        ):
             chain = self_chain(call.args[0], params[0])
             return _Forward(chain) if chain else UNKNOWN
         return NotImplemented

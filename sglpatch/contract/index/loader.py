@@ -38,12 +38,22 @@ def _top_level(body: list[ast.stmt]):
 
 def _sets_on_the_built_model(fn: ast.FunctionDef) -> list[tuple[str, int]]:
     stmts = list(_top_level(fn.body))
-    built = {t.id for s in stmts if isinstance(s, ast.Assign) and _constructs_model_class(s.value)
-             for t in s.targets if isinstance(t, ast.Name)}
+    built = {
+        t.id
+        for s in stmts
+        if isinstance(s, ast.Assign) and _constructs_model_class(s.value)
+        for t in s.targets
+        if isinstance(t, ast.Name)
+    }
     returned = {s.value.id for s in stmts if isinstance(s, ast.Return) and isinstance(s.value, ast.Name)}
     names = built & returned
-    return [(t.attr, s.lineno) for s in stmts if isinstance(s, ast.Assign) for t in s.targets
-            if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id in names]
+    return [
+        (t.attr, s.lineno)
+        for s in stmts
+        if isinstance(s, ast.Assign)
+        for t in s.targets
+        if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id in names
+    ]
 
 
 def _constructs_model_class(value: ast.expr) -> bool:

@@ -64,8 +64,10 @@ class Wrappers:
         Names are no evidence: many wrappers are called ``...ForCausalLM`` too.
         """
         if ref not in self._lm:
-            self._lm[ref] = any(isinstance(c, ClassRef) and getattr(self.outline(c), "sets_logits_processor", False)
-                                for c in self.mro(ref))
+            self._lm[ref] = any(
+                isinstance(c, ClassRef) and getattr(self.outline(c), "sets_logits_processor", False)
+                for c in self.mro(ref)
+            )
         return self._lm[ref]
 
     def inherits_causal_lm(self, ref: ClassRef) -> bool:
@@ -82,8 +84,11 @@ class Wrappers:
     def _find_inners(self, ref: ClassRef) -> list[Inner]:
         out = []
         for attr, cands in self.held(ref).items():
-            lm = [c for c in cands if isinstance(c, ClassRef) and c != ref
-                  and (self.is_causal_lm(c) or self.is_wrapper(c))]
+            lm = [
+                c
+                for c in cands
+                if isinstance(c, ClassRef) and c != ref and (self.is_causal_lm(c) or self.is_wrapper(c))
+            ]
             dynamic = cands and all(c == "?" for c in cands) and attr in DYNAMIC_INNER_ATTRS
             if lm or dynamic:
                 out.append(Inner(attr, self._holds_location(ref, attr), cands, lm))
@@ -92,6 +97,7 @@ class Wrappers:
     def is_wrapper(self, ref: ClassRef) -> bool:
         if ref not in self._wrapper:
             self._wrapper[ref] = False  # asked again while it is being answered: classes that hold each other
-            self._wrapper[ref] = (self.outline(ref) is not None and not self.inherits_causal_lm(ref)
-                                  and bool(self.inner_models(ref)))
+            self._wrapper[ref] = (
+                self.outline(ref) is not None and not self.inherits_causal_lm(ref) and bool(self.inner_models(ref))
+            )
         return self._wrapper[ref]

@@ -45,9 +45,15 @@ class Evaluator(Expressions):
     ``class_attr(name)`` a class attribute read through ``self``, ``call`` a value for a call (or
     NotImplemented to fall back to UNKNOWN)."""
 
-    def __init__(self, *, globals: Callable[[str], object] | None = None,
-                 class_attr: Callable[[str], object] | None = None, call: CallHook | None = None,
-                 max_paths: int = 512, depth: int = 0):
+    def __init__(
+        self,
+        *,
+        globals: Callable[[str], object] | None = None,
+        class_attr: Callable[[str], object] | None = None,
+        call: CallHook | None = None,
+        max_paths: int = 512,
+        depth: int = 0,
+    ):
         self.globals = globals or (lambda name: UNKNOWN)
         self.class_attr = class_attr or (lambda name: UNKNOWN)
         self.call_hook = call
@@ -58,8 +64,7 @@ class Evaluator(Expressions):
 
     # ------------------------------------------------------------ functions
 
-    def run(self, fn, args: dict | None = None, attrs: dict | None = None, *,
-            method: bool = True) -> list[End]:
+    def run(self, fn, args: dict | None = None, attrs: dict | None = None, *, method: bool = True) -> list[End]:
         """Every path through ``fn`` with ``args`` bound (missing parameters are UNKNOWN)."""
         a = fn.args
         params = [p.arg for p in a.posonlyargs + a.args]
@@ -84,8 +89,13 @@ class Evaluator(Expressions):
         ``self`` attributes the callee sets are merged back into ``st``."""
         if self.depth >= 3:
             return UNKNOWN
-        sub = Evaluator(globals=self.globals, class_attr=self.class_attr, call=self.call_hook,
-                        max_paths=self.max_paths, depth=self.depth + 1)
+        sub = Evaluator(
+            globals=self.globals,
+            class_attr=self.class_attr,
+            call=self.call_hook,
+            max_paths=self.max_paths,
+            depth=self.depth + 1,
+        )
         ends = sub.run(fn, args, st.attrs if method else {}, method=method)
         self.truncated |= sub.truncated
         for e in ends:
@@ -123,7 +133,7 @@ class Evaluator(Expressions):
         elif isinstance(s, (ast.Assign, ast.AnnAssign)):
             if s.value is not None:
                 v = self.ev(s.value, st)
-                for t in (s.targets if isinstance(s, ast.Assign) else [s.target]):
+                for t in s.targets if isinstance(s, ast.Assign) else [s.target]:
                     self.assign(t, v, st)
         elif isinstance(s, ast.AugAssign):
             cur: object
@@ -150,8 +160,15 @@ class Evaluator(Expressions):
             out = []
             for t, st2, certain in self.branches(s.test, st):
                 if isinstance(t, Raised) or (t is False and certain):
-                    out.append((st2, ("raise", t if isinstance(t, Raised) else Raised(
-                        "AssertionError", ast.unparse(s.test), s.lineno))))
+                    out.append(
+                        (
+                            st2,
+                            (
+                                "raise",
+                                t if isinstance(t, Raised) else Raised("AssertionError", ast.unparse(s.test), s.lineno),
+                            ),
+                        )
+                    )
                 elif t:
                     out.append((st2, None))
             return out  # an assertion that may fail is assumed to hold
@@ -165,8 +182,9 @@ class Evaluator(Expressions):
                 if isinstance(t, Raised):
                     out.append((st2, ("raise", t)))
                 elif t:
-                    out.extend((x, o if o and o[0] in ("return", "raise") else None)
-                               for x, o in self.block(s.body, st2))
+                    out.extend(
+                        (x, o if o and o[0] in ("return", "raise") else None) for x, o in self.block(s.body, st2)
+                    )
                 else:
                     out.extend(self.block(s.orelse, st2))
             return out
@@ -200,8 +218,7 @@ class Evaluator(Expressions):
         if isinstance(s.exc, ast.Call):
             for a in s.exc.args:
                 self.ev(a, st)
-        return Raised((dotted(exc) or "Exception").rpartition(".")[2], ast.unparse(s.exc)[:160],
-                      s.lineno)
+        return Raised((dotted(exc) or "Exception").rpartition(".")[2], ast.unparse(s.exc)[:160], s.lineno)
 
     def try_(self, s, st: State):
         out: Paths = []
@@ -273,8 +290,11 @@ class Evaluator(Expressions):
                 self.ev(target.value, st)
         elif isinstance(target, (ast.Tuple, ast.List)):
             elts = target.elts
-            same = isinstance(v, (tuple, list)) and len(v) == len(elts) and not any(
-                isinstance(e, ast.Starred) for e in elts)
+            same = (
+                isinstance(v, (tuple, list))
+                and len(v) == len(elts)
+                and not any(isinstance(e, ast.Starred) for e in elts)
+            )
             for i, e in enumerate(elts):
                 self.assign(e.value if isinstance(e, ast.Starred) else e, v[i] if same else UNKNOWN, st)
         elif isinstance(target, ast.Subscript):
@@ -300,8 +320,7 @@ class Evaluator(Expressions):
                 pending = nxt
             return results + [(not stop, s, c) for s, c in pending]
         if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-            return [(t if isinstance(t, Raised) else not t, s, c)
-                    for t, s, c in self.branches(test.operand, st)]
+            return [(t if isinstance(t, Raised) else not t, s, c) for t, s, c in self.branches(test.operand, st)]
         try:
             t = truth(self.ev(test, st))
         except PathRaises as r:
@@ -312,6 +331,7 @@ class Evaluator(Expressions):
 
 
 # ---------------------------------------------------------------- module constants
+
 
 class ModuleGlobals:
     """Values of a module's top-level names: a literal assigned once, unconditionally (numbers,

@@ -76,8 +76,10 @@ class Expressions:
                 t = truth(v)
                 return UNKNOWN if t is UNKNOWN else not t
             if isinstance(v, (int, float)) and not isinstance(e.op, ast.Not):
-                return cast(dict[type, Callable[[Any], Any]], {ast.USub: operator.neg, ast.UAdd: operator.pos,
-                        ast.Invert: operator.invert})[type(e.op)](v)
+                return cast(
+                    dict[type, Callable[[Any], Any]],
+                    {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Invert: operator.invert},
+                )[type(e.op)](v)
             return UNKNOWN
         if isinstance(e, ast.BinOp):
             return _binop(type(e.op), self.ev(e.left, st), self.ev(e.right, st))
@@ -96,8 +98,11 @@ class Expressions:
             return tuple(vals) if isinstance(e, ast.Tuple) else vals
         if isinstance(e, ast.Set):
             vals = [self.ev(x, st) for x in e.elts if not isinstance(x, ast.Starred)]
-            return UNKNOWN if any(v is UNKNOWN for v in vals) or len(vals) != len(e.elts) else \
-                frozenset(_hashable(v) for v in vals)
+            return (
+                UNKNOWN
+                if any(v is UNKNOWN for v in vals) or len(vals) != len(e.elts)
+                else frozenset(_hashable(v) for v in vals)
+            )
         if isinstance(e, ast.Dict):
             keys = [self.ev(k, st) if k is not None else UNKNOWN for k in e.keys]
             vals = [self.ev(v, st) for v in e.values]
@@ -154,8 +159,9 @@ class Expressions:
             if is_none(b):
                 raise none_use(b, "argument of type 'NoneType' is not iterable", node.lineno)
             if isinstance(b, (int, float, bool)):  # as Python does: this path raises
-                raise PathRaises(Raised("TypeError", f"argument of type '{type(b).__name__}' is not "
-                                        "iterable", node.lineno, b))
+                raise PathRaises(
+                    Raised("TypeError", f"argument of type '{type(b).__name__}' is not iterable", node.lineno, b)
+                )
             r = _contains(b, a)
             return r if r is UNKNOWN or isinstance(op, ast.In) else not r
         a = None if isinstance(a, Missing) else a
@@ -163,8 +169,7 @@ class Expressions:
         if a is UNKNOWN or b is UNKNOWN or not isinstance(a, _CONCRETE) or not isinstance(b, _CONCRETE):
             return UNKNOWN
         if isinstance(op, (ast.Is, ast.IsNot)):
-            same = a is b if a is None or b is None or isinstance(a, bool) else (
-                type(a) is type(b) and a == b)
+            same = a is b if a is None or b is None or isinstance(a, bool) else (type(a) is type(b) and a == b)
             return same if isinstance(op, ast.Is) else not same
         try:
             return _COMPARE[type(op)](a, b)
@@ -189,8 +194,9 @@ class Expressions:
                     return UNKNOWN
                 if key in recv:
                     return recv[key]
-                default = args[1] if len(args) > 1 else kwargs.get("default", Missing(
-                    key, e.lineno, ast.unparse(e)[:120]))
+                default = (
+                    args[1] if len(args) > 1 else kwargs.get("default", Missing(key, e.lineno, ast.unparse(e)[:120]))
+                )
                 return default
         if self.call_hook is not None:
             r = self.call_hook(self, e, name, args, kwargs, st)

@@ -24,6 +24,7 @@ UNKNOWN = _Unknown()
 @dataclass(frozen=True)
 class Missing:
     """The None that ``table.get(key)`` returns for a key the table lacks: None, remembering why."""
+
     key: object
     line: int
     text: str
@@ -47,8 +48,7 @@ class State:
     handling: Raised | None = None  # the exception an `except` block is handling
 
     def fork(self) -> State:
-        return State(dict(self.env), dict(self.attrs), list(self.calls), list(self.branches),
-                     self.handling)
+        return State(dict(self.env), dict(self.attrs), list(self.calls), list(self.branches), self.handling)
 
 
 @dataclass
@@ -76,17 +76,39 @@ def none_use(v, what: str, line: int) -> PathRaises:
 
 
 # exception class -> its bases, for matching `except` clauses (builtins only)
-_EXC_BASES = {"KeyError": ("LookupError",), "IndexError": ("LookupError",),
-              "LookupError": ("Exception",), "TypeError": ("Exception",),
-              "AttributeError": ("Exception",), "AssertionError": ("Exception",),
-              "ValueError": ("Exception",), "RuntimeError": ("Exception",),
-              "NotImplementedError": ("RuntimeError",), "Exception": ("BaseException",)}
-_COMPARE = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
-            ast.Gt: operator.gt, ast.GtE: operator.ge}
-_BINOP = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
-          ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.LShift: operator.lshift,
-          ast.RShift: operator.rshift, ast.BitOr: operator.or_, ast.BitAnd: operator.and_,
-          ast.Pow: operator.pow, ast.Div: operator.truediv}
+_EXC_BASES = {
+    "KeyError": ("LookupError",),
+    "IndexError": ("LookupError",),
+    "LookupError": ("Exception",),
+    "TypeError": ("Exception",),
+    "AttributeError": ("Exception",),
+    "AssertionError": ("Exception",),
+    "ValueError": ("Exception",),
+    "RuntimeError": ("Exception",),
+    "NotImplementedError": ("RuntimeError",),
+    "Exception": ("BaseException",),
+}
+_COMPARE = {
+    ast.Eq: operator.eq,
+    ast.NotEq: operator.ne,
+    ast.Lt: operator.lt,
+    ast.LtE: operator.le,
+    ast.Gt: operator.gt,
+    ast.GtE: operator.ge,
+}
+_BINOP = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+    ast.LShift: operator.lshift,
+    ast.RShift: operator.rshift,
+    ast.BitOr: operator.or_,
+    ast.BitAnd: operator.and_,
+    ast.Pow: operator.pow,
+    ast.Div: operator.truediv,
+}
 _CONCRETE = (int, float, str, bytes, bool, type(None), tuple, list, dict, frozenset)
 
 
@@ -130,12 +152,20 @@ def merged_attrs(ends: list[End]) -> dict:
 
 
 def _binop(op, a, b):
-    if a is UNKNOWN or b is UNKNOWN or op not in _BINOP or not isinstance(a, _CONCRETE) \
-            or not isinstance(b, _CONCRETE) or isinstance(a, Missing) or isinstance(b, Missing):
+    if (
+        a is UNKNOWN
+        or b is UNKNOWN
+        or op not in _BINOP
+        or not isinstance(a, _CONCRETE)
+        or not isinstance(b, _CONCRETE)
+        or isinstance(a, Missing)
+        or isinstance(b, Missing)
+    ):
         return UNKNOWN
     big = [isinstance(x, int) and abs(x) > 4096 for x in (a, b)]
-    if (op in (ast.Pow, ast.LShift) and big[1]) or (op is ast.Mult and any(big) and any(
-            isinstance(x, (str, bytes, tuple, list)) for x in (a, b))):
+    if (op in (ast.Pow, ast.LShift) and big[1]) or (
+        op is ast.Mult and any(big) and any(isinstance(x, (str, bytes, tuple, list)) for x in (a, b))
+    ):
         return UNKNOWN  # would take long or much memory to compute
     try:
         return _BINOP[op](a, b)

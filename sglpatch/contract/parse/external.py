@@ -12,7 +12,8 @@ from __future__ import annotations
 
 PRETRAINED_MODEL_BASES = frozenset(("transformers.PreTrainedModel", "transformers.modeling_utils.PreTrainedModel"))
 
-PRETRAINED_MODEL_MEMBERS = frozenset("""
+PRETRAINED_MODEL_MEMBERS = frozenset(
+    """
 _adjust_bias _adjust_missing_and_unexpected_keys _auto_class
 _backward_compatibility_gradient_checkpointing _can_compile_fullgraph _can_record_outputs
 _can_set_attn_implementation _can_set_experts_implementation _check_and_adjust_attn_implementation
@@ -57,19 +58,23 @@ set_output_embeddings set_use_kernels should_save_on_this_rank supports_context_
 supports_gradient_checkpointing supports_pp_plan supports_tp_plan tie_embeddings_and_encoder_decoder
 tie_weights to_bettertransformer tp_plan tp_size use_kernels warn_if_padding_and_no_attention_mask
 warnings_issued
-""".split())
+""".split()
+)
 
 # PreTrainedModel's defaults that raise NotImplementedError unless the subclass points
 # base_model_prefix at an inner model that has them: not members a wrapper gets for free.
-PRETRAINED_DEFAULT_RAISES = frozenset("""
+PRETRAINED_DEFAULT_RAISES = frozenset(
+    """
 enable_input_require_grads get_input_embeddings get_output_embeddings get_position_embeddings
 resize_position_embeddings set_input_embeddings
-""".split())
+""".split()
+)
 
 
 # torch.nn.Module's public (and commonly used private) attributes: the one external base every
 # model class has. This is torch's API, not SGLang's contract, so it is listed rather than derived.
-NN_MODULE_MEMBERS = frozenset("""
+NN_MODULE_MEMBERS = frozenset(
+    """
 __call__ __init__ __getattr__ __setattr__ __delattr__ __dir__ __repr__ __getstate__ __setstate__
 forward training dump_patches call_super_init T_destination
 register_buffer register_parameter add_module register_module get_submodule set_submodule
@@ -84,15 +89,34 @@ _apply _call_impl _wrapped_call_impl _get_name _named_members _load_from_state_d
 _save_to_state_dict _parameters _buffers _modules _non_persistent_buffers_set _forward_hooks
 _forward_pre_hooks _backward_hooks _backward_pre_hooks _state_dict_hooks _load_state_dict_pre_hooks
 _version _is_full_backward_hook _compiled_call_impl
-""".split())
+""".split()
+)
 NN_MODULE_BASES = frozenset(("torch.nn.Module", "torch.nn.modules.module.Module"))
 # Bases that contribute nothing the runtime looks up.
-EMPTY_BASES = frozenset(("builtins.object", "object", "abc.ABC", "typing.Generic", "typing.Protocol",
-                         "typing_extensions.Protocol", "abc.ABCMeta", "enum.Enum"))
+EMPTY_BASES = frozenset(
+    (
+        "builtins.object",
+        "object",
+        "abc.ABC",
+        "typing.Generic",
+        "typing.Protocol",
+        "typing_extensions.Protocol",
+        "abc.ABCMeta",
+        "enum.Enum",
+    )
+)
 # Bases that add no attributes of their own beyond object's (for ClassIndex.resolves).
-CLOSED_BASES = frozenset(("builtins.object", "object", "abc.ABC", "typing.Generic", "typing.Protocol",
-                          "typing_extensions.Protocol"))
-PLAIN_CLASS_DECORATORS = frozenset(("dataclass", "total_ordering", "final", "runtime_checkable",
-                                    "unique"))
-OBJECT_MEMBERS = frozenset(dir(object)) | {"__dict__", "__class__", "__module__", "__annotations__",
-                                           "__wrapped__", "__name__", "__qualname__", "__mro__"}
+CLOSED_BASES = frozenset(
+    ("builtins.object", "object", "abc.ABC", "typing.Generic", "typing.Protocol", "typing_extensions.Protocol")
+)
+PLAIN_CLASS_DECORATORS = frozenset(("dataclass", "total_ordering", "final", "runtime_checkable", "unique"))
+OBJECT_MEMBERS = frozenset(dir(object)) | {
+    "__dict__",
+    "__class__",
+    "__module__",
+    "__annotations__",
+    "__wrapped__",
+    "__name__",
+    "__qualname__",
+    "__mro__",
+}

@@ -20,8 +20,9 @@ def parameter_names(args: ast.arguments) -> list[str]:
 def self_parameter(fn) -> tuple[str | None, bool]:
     """(the name a method binds its instance or class to, whether it is the class): the first
     positional parameter, unless the method is a staticmethod."""
-    decorators = {(dotted(d.func if isinstance(d, ast.Call) else d) or "").rpartition(".")[2]
-                  for d in fn.decorator_list}
+    decorators = {
+        (dotted(d.func if isinstance(d, ast.Call) else d) or "").rpartition(".")[2] for d in fn.decorator_list
+    }
     positional = fn.args.posonlyargs + fn.args.args
     if "staticmethod" in decorators or not positional:
         return None, False
@@ -44,17 +45,18 @@ def dotted(node: ast.AST | None) -> str | None:
 
 # ---------------------------------------------------------------- outlines (cached per file)
 
+
 @dataclass
 class Member:
     """One way a class provides a name."""
 
     kind: str  # method | property | classmethod | staticmethod | class-attr | self-attr | annotation | class
     line: int
-    where: str = ""          # for self-attr: the method that assigns it
+    where: str = ""  # for self-attr: the method that assigns it
     conditional: bool = False  # assigned only under an if/try
     params: tuple[str, ...] = ()  # methods: parameter names (without self/cls)
-    varkw: bool = False      # methods: accepts **kwargs
-    start: int = 0           # functions: first line (decorators included) and last line
+    varkw: bool = False  # methods: accepts **kwargs
+    start: int = 0  # functions: first line (decorators included) and last line
     end: int = 0
 
 
@@ -91,6 +93,7 @@ class ModuleOutline:
 
 
 # ---------------------------------------------------------------- outline extraction
+
 
 def absolute_module(package: str, level: int, module: str | None) -> str:
     if level == 0:
@@ -162,14 +165,22 @@ def build_outline(mod) -> ModuleOutline:
     return out
 
 
-_METHOD_KINDS = {"property": "property", "cached_property": "property", "classmethod": "classmethod",
-                 "staticmethod": "staticmethod"}
+_METHOD_KINDS = {
+    "property": "property",
+    "cached_property": "property",
+    "classmethod": "classmethod",
+    "staticmethod": "staticmethod",
+}
 
 
 def outline_class(node: ast.ClassDef, package: str = "") -> ClassOutline:
-    co = ClassOutline(node.name, node.lineno, [dotted(b) for b in node.bases], end=node.end_lineno or 0,
-                      decorators=[dotted(d.func if isinstance(d, ast.Call) else d) or "?"
-                                  for d in node.decorator_list])
+    co = ClassOutline(
+        node.name,
+        node.lineno,
+        [dotted(b) for b in node.bases],
+        end=node.end_lineno or 0,
+        decorators=[dotted(d.func if isinstance(d, ast.Call) else d) or "?" for d in node.decorator_list],
+    )
     for stmt in top_statements(node.body):  # also members defined under if/try in the class body
         if isinstance(stmt, ast.ClassDef):  # a nested class: self.Inner / cls.Inner
             co.members.setdefault(stmt.name, Member("class", stmt.lineno))
@@ -187,9 +198,17 @@ def outline_class(node: ast.ClassDef, package: str = "") -> ClassOutline:
             params = [a.arg for a in args.posonlyargs + args.args + args.kwonlyargs]
             if kind != "staticmethod" and params:
                 params = params[1:]
-            co.members.setdefault(stmt.name, Member(kind, stmt.lineno, params=tuple(params),
-                                                    varkw=args.kwarg is not None,
-                                                    start=_start(stmt), end=cast(int, stmt.end_lineno)))
+            co.members.setdefault(
+                stmt.name,
+                Member(
+                    kind,
+                    stmt.lineno,
+                    params=tuple(params),
+                    varkw=args.kwarg is not None,
+                    start=_start(stmt),
+                    end=cast(int, stmt.end_lineno),
+                ),
+            )
             if stmt.name == "__getattr__":
                 co.getattr_forward = _getattr_target(stmt)
             _scan_method(co, stmt, package)
@@ -224,8 +243,10 @@ def _bind_names(out: ModuleOutline, stmt) -> None:
     if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt.name == "__getattr__":
         out.dynamic = True  # PEP 562 module __getattr__
     elif not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom)):
-        out.dynamic |= any(isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-                           and node.func.id in ("globals", "vars") for node in ast.walk(stmt))
+        out.dynamic |= any(
+            isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("globals", "vars")
+            for node in ast.walk(stmt)
+        )
 
 
 def _global_names(fn) -> set[str]:
@@ -249,8 +270,12 @@ def _getattr_target(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
     """``return getattr(self.inner, name)`` -> ``inner``; anything else -> ``?``."""
     for node in ast.walk(fn):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr":
-            if node.args and isinstance(node.args[0], ast.Attribute) and isinstance(
-                    node.args[0].value, ast.Name) and node.args[0].value.id == "self":
+            if (
+                node.args
+                and isinstance(node.args[0], ast.Attribute)
+                and isinstance(node.args[0].value, ast.Name)
+                and node.args[0].value.id == "self"
+            ):
                 return node.args[0].attr
     return "?"
 
@@ -270,16 +295,14 @@ def _scan_method(co: ClassOutline, fn: ast.FunctionDef | ast.AsyncFunctionDef, p
             if isinstance(stmt, ast.ImportFrom):  # lazy import inside the method
                 target = absolute_module(package, stmt.level, stmt.module)
                 for a in stmt.names:
-                    local.setdefault(a.asname or a.name, []).append(
-                        ast.parse(f"{target}.{a.name}", mode="eval").body)
+                    local.setdefault(a.asname or a.name, []).append(ast.parse(f"{target}.{a.name}", mode="eval").body)
             if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
                 targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
                 for t in targets:
                     for elt in _flatten_targets(t):
                         if isinstance(elt, ast.Name) and stmt.value is not None:
                             local.setdefault(elt.id, []).append(stmt.value)
-                        elif (isinstance(elt, ast.Attribute) and isinstance(elt.value, ast.Name)
-                              and elt.value.id == me):
+                        elif isinstance(elt, ast.Attribute) and isinstance(elt.value, ast.Name) and elt.value.id == me:
                             if isinstance(stmt, ast.AnnAssign) and stmt.value is None:
                                 continue
                             _add_self_attr(co, elt.attr, stmt, fn.name, conditional)
@@ -289,8 +312,13 @@ def _scan_method(co: ClassOutline, fn: ast.FunctionDef | ast.AsyncFunctionDef, p
                                 co.sets_logits_processor = True
             elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
                 call = stmt.value
-                if (isinstance(call.func, ast.Name) and call.func.id == "setattr" and len(call.args) >= 2
-                        and isinstance(call.args[0], ast.Name) and call.args[0].id == me):
+                if (
+                    isinstance(call.func, ast.Name)
+                    and call.func.id == "setattr"
+                    and len(call.args) >= 2
+                    and isinstance(call.args[0], ast.Name)
+                    and call.args[0].id == me
+                ):
                     if isinstance(call.args[1], ast.Constant) and isinstance(call.args[1].value, str):
                         _add_self_attr(co, call.args[1].value, stmt, fn.name, conditional)
                     else:
@@ -326,8 +354,14 @@ def _edits_dict(stmt, me: str) -> bool:
         return False
     if isinstance(node, ast.Attribute) and node.attr == "__dict__":
         return isinstance(node.value, ast.Name) and node.value.id == me
-    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "vars"
-            and len(node.args) == 1 and isinstance(node.args[0], ast.Name) and node.args[0].id == me)
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "vars"
+        and len(node.args) == 1
+        and isinstance(node.args[0], ast.Name)
+        and node.args[0].id == me
+    )
 
 
 def _flatten_targets(t):
@@ -345,7 +379,7 @@ def _param_defaults(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, ast
     out: dict[str, ast.expr] = {}
     d: ast.expr | None  # a keyword-only parameter's default may be missing (None)
     pos = args.posonlyargs + args.args
-    for a, d in zip(pos[len(pos) - len(args.defaults):], args.defaults):
+    for a, d in zip(pos[len(pos) - len(args.defaults) :], args.defaults):
         out[a.arg] = d
     for a, d in zip(args.kwonlyargs, args.kw_defaults):
         if d is not None:
@@ -412,8 +446,7 @@ def _class_values(v, local, defaults, depth) -> list[str]:
         d = dotted(v)
         return [d] if d and not d.startswith("self.") else ["?"]
     if isinstance(v, ast.IfExp):
-        return _class_values(v.body, local, defaults, depth + 1) + _class_values(
-            v.orelse, local, defaults, depth + 1)
+        return _class_values(v.body, local, defaults, depth + 1) + _class_values(v.orelse, local, defaults, depth + 1)
     if isinstance(v, ast.Subscript) and isinstance(v.value, ast.Dict):
         out = []
         for val in v.value.values:

@@ -86,7 +86,7 @@ class Module:
         return self._lines
 
     def text(self, start: int, end: int) -> str:
-        return "".join(self.lines[start - 1: end])
+        return "".join(self.lines[start - 1 : end])
 
     def segment(self, start: int, end: int):
         """Parse only lines start..end (one def with its decorators), keeping real line numbers.
@@ -135,10 +135,14 @@ class SourceTree:
         root = Path(root).resolve()
         if not (root / "python" / "sglang" / "srt").is_dir():
             if (root / "sglang" / "srt").is_dir():  # given the python/ dir itself
-                raise UserError(f"{root} is upstream's python/ directory, not the repository root",
-                                f"pass {root.parent} (the tree must contain python/sglang/srt)")
-            raise UserError(f"{root} is not an SGLang source tree (no python/sglang/srt)",
-                            "pass a checkout laid out like upstream's repository")
+                raise UserError(
+                    f"{root} is upstream's python/ directory, not the repository root",
+                    f"pass {root.parent} (the tree must contain python/sglang/srt)",
+                )
+            raise UserError(
+                f"{root} is not an SGLang source tree (no python/sglang/srt)",
+                "pass a checkout laid out like upstream's repository",
+            )
         self.root = root
         self.pyroot = root / "python"
         self._modules: dict[str, Module | None] = {}
@@ -216,8 +220,11 @@ class SourceTree:
         """Modules below ``package`` whose source matches a compiled regex (a text prefilter: read
         once per tree, never parsed here). ``literal``: a substring every match contains (a fast
         first pass)."""
-        return [m for m in self.package_modules(package)
-                if (literal is None or literal in m.source) and pattern.search(m.source)]
+        return [
+            m
+            for m in self.package_modules(package)
+            if (literal is None or literal in m.source) and pattern.search(m.source)
+        ]
 
     def defines(self, module: str, name: str, _seen: set | None = None) -> bool | None:
         """Whether ``module`` (in the tree) has a top-level ``name``: a definition, assignment,
@@ -265,8 +272,7 @@ class SourceTree:
         if name in out.imports:
             target, attr = out.imports[name]
             if attr is None:  # import a.b as name
-                return Symbol("module", target, None) if self.module(target) else Symbol(
-                    "external", target, None)
+                return Symbol("module", target, None) if self.module(target) else Symbol("external", target, None)
             if self.module(target) is None:
                 if self.module(f"{target}.{attr}") is not None:  # from <namespace package> import mod
                     return Symbol("module", f"{target}.{attr}", None)
@@ -383,8 +389,9 @@ class SourceTree:
         if workers > 1 and len(todo) > 16:
             import concurrent.futures as cf
             import multiprocessing as mp
+
             jobs = [(str(m.path), m.name, m.relpath, m.is_package) for m, _ in todo]
-            chunks = [jobs[i::workers * 4] for i in range(workers * 4)]
+            chunks = [jobs[i :: workers * 4] for i in range(workers * 4)]
             ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else None
             with cf.ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
                 results = {}
@@ -413,8 +420,10 @@ def _stale(key: str, current: dict[str, str]) -> bool:
 def _outline_job(jobs) -> dict[str, ModuleOutline]:
     out = {}
     for path, name, relpath, is_package in jobs:
+
         class _Stub:  # just enough of Module for build_outline
             pass
+
         stub: Any = _Stub()  # attributes set one by one below
         stub.name, stub.relpath, stub.is_package = name, relpath, is_package
         stub.package = name if is_package else name.rpartition(".")[0]
@@ -439,5 +448,20 @@ class Symbol:
         return f"{self.module}.{self.name}" if self.name else self.module
 
 
-BUILTIN_NAMES = frozenset(("object", "type", "Exception", "int", "str", "dict", "list", "tuple",
-                           "property", "staticmethod", "classmethod", "super", "getattr"))
+BUILTIN_NAMES = frozenset(
+    (
+        "object",
+        "type",
+        "Exception",
+        "int",
+        "str",
+        "dict",
+        "list",
+        "tuple",
+        "property",
+        "staticmethod",
+        "classmethod",
+        "super",
+        "getattr",
+    )
+)

@@ -32,19 +32,25 @@ from sglpatch.contract.parse.tree import Module, SourceTree
 
 KEY = "eagle_aux_hidden_state_layer_ids"
 RUNNER_PACKAGE = "sglang.srt.model_executor"
-_SWALLOWING = {None, "Exception", "BaseException", "KeyError", "AttributeError", "TypeError",
-               "LookupError"}
-_OVERRIDE = re.compile(r"\bos\.environ\b|\bos\.getenv\b|\benvs\.|"
-                       r"\b(?!eagle_)\w*aux_hidden_state_layer_ids\b")
+_SWALLOWING = {None, "Exception", "BaseException", "KeyError", "AttributeError", "TypeError", "LookupError"}
+_OVERRIDE = re.compile(
+    r"\bos\.environ\b|\bos\.getenv\b|\benvs\.|"
+    r"\b(?!eagle_)\w*aux_hidden_state_layer_ids\b"
+)
 _MAX_DEPTH = 3
 
 
 def check_aux_layer_resolution(tree: SourceTree) -> list[tuple[str, str | None]]:
     anchors = _anchors(tree)
     if not anchors:
-        return [(f"no EAGLE-3 capture-layer resolution found: no function under srt/model_executor "
-                 f"stores {KEY} after reading it from a draft config; the layout changed, update "
-                 "sglpatch/contract/aux_layers.py", None)]
+        return [
+            (
+                f"no EAGLE-3 capture-layer resolution found: no function under srt/model_executor "
+                f"stores {KEY} after reading it from a draft config; the layout changed, update "
+                "sglpatch/contract/aux_layers.py",
+                None,
+            )
+        ]
     findings = []
     for mod, fn in anchors:
         findings += _judge(tree, mod, fn)
@@ -52,6 +58,7 @@ def check_aux_layer_resolution(tree: SourceTree) -> list[tuple[str, str | None]]
 
 
 # ---------------------------------------------------------------- finding the resolution
+
 
 def _functions(mod: Module):
     """Every function and method of a module, with its class (or None)."""
@@ -149,8 +156,7 @@ def _aliases(tree: SourceTree, mod: Module) -> set[str]:
         return cache
     names = set()
     for stmt in top_statements(mod.ast.body):
-        if (isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Constant)
-                and stmt.value.value == KEY):
+        if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Constant) and stmt.value.value == KEY:
             names |= {t.id for t in stmt.targets if isinstance(t, ast.Name)}
         elif isinstance(stmt, ast.ImportFrom):
             for alias in stmt.names:
@@ -161,6 +167,7 @@ def _aliases(tree: SourceTree, mod: Module) -> set[str]:
 
 
 # ---------------------------------------------------------------- reading the key
+
 
 def _is_key(tree: SourceTree, mod: Module, node, params=()) -> bool:
     if isinstance(node, ast.Constant) and node.value == KEY:
@@ -178,8 +185,12 @@ def _reads(tree: SourceTree, mod: Module, fn, key_params=()) -> list[tuple[ast.A
             f = node.func
             if isinstance(f, ast.Attribute) and f.attr == "get" and _is_key(tree, mod, node.args[0], key_params):
                 out.append((f.value, "dict", node))
-            elif (isinstance(f, ast.Name) and f.id == "getattr" and len(node.args) >= 2
-                  and _is_key(tree, mod, node.args[1], key_params)):
+            elif (
+                isinstance(f, ast.Name)
+                and f.id == "getattr"
+                and len(node.args) >= 2
+                and _is_key(tree, mod, node.args[1], key_params)
+            ):
                 out.append((node.args[0], "attr", node))
             elif len(node.args) >= 2 and _is_key(tree, mod, node.args[1], key_params):
                 kind = _helper_kind(tree, mod, f)
@@ -197,8 +208,9 @@ def _helper_kind(tree: SourceTree, mod: Module, func) -> str | None:
     params = [a.arg for a in tf.args.args]
     if len(params) < 2:
         return None
-    kinds = {k for c, k, _ in _reads(tree, tm, tf, key_params=(params[1],))
-             if isinstance(c, ast.Name) and c.id == params[0]}
+    kinds = {
+        k for c, k, _ in _reads(tree, tm, tf, key_params=(params[1],)) if isinstance(c, ast.Name) and c.id == params[0]
+    }
     if not kinds:
         return None
     return "both" if len(kinds) > 1 or "both" in kinds else kinds.pop()
@@ -211,8 +223,11 @@ def _under_swallowing_try(fn, site) -> ast.Try | None:
         if not any(site is sub for stmt in node.body for sub in ast.walk(stmt)):
             continue
         for h in node.handlers:
-            names = {None} if h.type is None else {
-                dotted(t) for t in (h.type.elts if isinstance(h.type, ast.Tuple) else [h.type])}
+            names = (
+                {None}
+                if h.type is None
+                else {dotted(t) for t in (h.type.elts if isinstance(h.type, ast.Tuple) else [h.type])}
+            )
             reraises = any(isinstance(s, ast.Raise) for s in ast.walk(h))
             if names & _SWALLOWING and not reraises:
                 return node
@@ -225,14 +240,19 @@ def _warns_default(mod: Module) -> bool:
             name = dotted(node.func) or ""
             if not re.search(r"(^|\.)warn(ing)?(_once)?$", name):
                 continue
-            text = " ".join(str(c.value) for arg in node.args for c in ast.walk(arg)
-                            if isinstance(c, ast.Constant) and isinstance(c.value, str))
+            text = " ".join(
+                str(c.value)
+                for arg in node.args
+                for c in ast.walk(arg)
+                if isinstance(c, ast.Constant) and isinstance(c.value, str)
+            )
             if re.search(r"default", text, re.I):
                 return True
     return False
 
 
 # ---------------------------------------------------------------- verdict
+
 
 def _judge(tree: SourceTree, mod: Module, fn) -> list[tuple[str, str | None]]:
     closure = _closure(tree, mod, fn)
@@ -261,12 +281,27 @@ def _judge(tree: SourceTree, mod: Module, fn) -> list[tuple[str, str | None]]:
     where = mod.loc(fn)
     out: list[tuple[str, str | None]] = []
     if missing:
-        out.append((f"{fn.name} resolves the EAGLE-3 capture layers without reading "
-                    f"{', '.join(missing)}: such drafts silently get the default layers", where))
+        out.append(
+            (
+                f"{fn.name} resolves the EAGLE-3 capture layers without reading "
+                f"{', '.join(missing)}: such drafts silently get the default layers",
+                where,
+            )
+        )
     for loc in swallowed:
-        out.append((f"{fn.name} reads {KEY} inside a try whose handler swallows the error: a draft "
-                    "config it cannot read silently falls back to the default layers", loc))
+        out.append(
+            (
+                f"{fn.name} reads {KEY} inside a try whose handler swallows the error: a draft "
+                "config it cannot read silently falls back to the default layers",
+                loc,
+            )
+        )
     if not warns:
-        out.append((f"{fn.name}: no warning when the target falls back to its default capture "
-                    "layers (a logger.warning mentioning the default)", where))
+        out.append(
+            (
+                f"{fn.name}: no warning when the target falls back to its default capture "
+                "layers (a logger.warning mentioning the default)",
+                where,
+            )
+        )
     return out

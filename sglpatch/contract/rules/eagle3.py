@@ -56,16 +56,21 @@ def on_path(item: ContractItem) -> list[Access]:
     return [s for s in item.sites if PATH in s.features]
 
 
-def requirements(contract: Contract, model: str | None = None,
-                 rewrites: set[str] | None = None) -> list[Requirement]:
+def requirements(contract: Contract, model: str | None = None, rewrites: set[str] | None = None) -> list[Requirement]:
     """The EAGLE-3 interface in ``contract``; the draft side unless ``rewrites`` (the architectures
     the tree rewrites for drafts, None when unknown) holds ``model``."""
     out = [Requirement(i, "target", *reason(i, "target")) for i in contract.target.values() if on_path(i)]
     if model is not None and rewrites is not None and model in rewrites:
         return out
-    why = (f"{model or 'a model class'} is the draft when a draft checkpoint names its architecture ("
-           + ("configs/model_config.py does not rewrite it for drafts" if rewrites is not None
-              else "no draft-architecture rewrite found in configs/model_config.py") + ")")
+    why = (
+        f"{model or 'a model class'} is the draft when a draft checkpoint names its architecture ("
+        + (
+            "configs/model_config.py does not rewrite it for drafts"
+            if rewrites is not None
+            else "no draft-architecture rewrite found in configs/model_config.py"
+        )
+        + ")"
+    )
     for i in contract.draft.values():
         sites = [s for s in on_path(i) if s.required and s.role == "draft"]
         if i.label not in contract.target and sites:
@@ -79,8 +84,7 @@ def reason(item: ContractItem, role: str, sites: list[Access] | None = None) -> 
     least nested first): who uses it, where, inside which condition, what happens without it; plus
     an unguarded use elsewhere when the EAGLE-3 one is guarded."""
     sites = sites or item.sites
-    ranked = sorted(sites, key=lambda s: (PATH not in s.features, not s.required, len(s.conditions),
-                                          s.path, s.line))
+    ranked = sorted(sites, key=lambda s: (PATH not in s.features, not s.required, len(s.conditions), s.path, s.line))
     first = ranked[0]
     text = f"{_use(first)} on the {role} model by {_where(first)}"
     if first.guard is None:
@@ -97,9 +101,13 @@ def reason(item: ContractItem, role: str, sites: list[Access] | None = None) -> 
 
 
 def _use(a: Access) -> str:
-    return {"call": "called", "attr": "read", "getattr": "read with getattr()",
-            "hasattr": "probed with hasattr()", "signature": "probed in forward()'s signature"}.get(
-        a.kind.replace("class-", ""), a.kind)
+    return {
+        "call": "called",
+        "attr": "read",
+        "getattr": "read with getattr()",
+        "hasattr": "probed with hasattr()",
+        "signature": "probed in forward()'s signature",
+    }.get(a.kind.replace("class-", ""), a.kind)
 
 
 def _where(a: Access) -> str:
@@ -124,9 +132,14 @@ class Status:
 
     def to_json(self) -> dict:
         r = self.requirement
-        return {"member": r.label, "role": r.role, "verdict": self.verdict, "reason": r.reason,
-                "location": r.site.location,
-                "note": (self.status.lookup.note or None) if self.status else None}
+        return {
+            "member": r.label,
+            "role": r.role,
+            "verdict": self.verdict,
+            "reason": r.reason,
+            "location": r.site.location,
+            "note": (self.status.lookup.note or None) if self.status else None,
+        }
 
 
 def interface(report: ModelReport, reqs: list[Requirement]) -> list[Status]:
@@ -154,8 +167,16 @@ def draft_rewrites(tree: SourceTree) -> set[str] | None:
     mod = tree.module(MODEL_CONFIG)
     if mod is None or DRAFT_REWRITE not in mod.source:
         return None
-    fn = next((n for s in top_statements(mod.ast.body) if isinstance(s, ast.ClassDef)
-               for n in s.body if isinstance(n, ast.FunctionDef) and n.name == DRAFT_REWRITE), None)
+    fn = next(
+        (
+            n
+            for s in top_statements(mod.ast.body)
+            if isinstance(s, ast.ClassDef)
+            for n in s.body
+            if isinstance(n, ast.FunctionDef) and n.name == DRAFT_REWRITE
+        ),
+        None,
+    )
     if fn is None:
         return None
     names: set[str] = set()
@@ -168,4 +189,4 @@ def draft_rewrites(tree: SourceTree) -> set[str] | None:
 
 
 def _short(loc: str) -> str:
-    return loc[len(PREFIX):] if loc.startswith(PREFIX) else loc
+    return loc[len(PREFIX) :] if loc.startswith(PREFIX) else loc

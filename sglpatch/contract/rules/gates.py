@@ -34,6 +34,7 @@ class GateResult:
 
 # ---------------------------------------------------------------- allreduce fusion gate
 
+
 def find_gate(tree: SourceTree) -> tuple[Module, ast.FunctionDef | ast.AsyncFunctionDef] | None:
     mod = tree.module(GATE_MODULE)
     if mod is not None:
@@ -72,18 +73,33 @@ def _module_values(mod: Module) -> dict[str, list[ast.AST]]:
 def check_allreduce_gate(tree: SourceTree) -> GateResult:
     found = find_gate(tree)
     if found is None:
-        return GateResult([(f"the FlashInfer allreduce-fusion gate was not found (looked for "
-                            f"{GATE_FUNCTION} in layers/communicator.py and functions named like "
-                            "flashinfer_ar_fusion_applies under srt/layers/): the layout changed, "
-                            "update sglpatch/contract/gates.py", None)])
+        return GateResult(
+            [
+                (
+                    f"the FlashInfer allreduce-fusion gate was not found (looked for "
+                    f"{GATE_FUNCTION} in layers/communicator.py and functions named like "
+                    "flashinfer_ar_fusion_applies under srt/layers/): the layout changed, "
+                    "update sglpatch/contract/gates.py",
+                    None,
+                )
+            ]
+        )
     mod, fn = found
     where = mod.loc(fn)
     evidence = _sm12_evidence(tree, mod, fn)
     if evidence:
         return GateResult([], where, evidence)
-    return GateResult([(f"{fn.name} admits only {_admitted(mod, fn)}: neither it nor the flags and "
-                        "helpers it uses probe SM12x (is_sm120_supported, capability major 12), so "
-                        "--enable-flashinfer-allreduce-fusion is silently off on sm_120", where)], where)
+    return GateResult(
+        [
+            (
+                f"{fn.name} admits only {_admitted(mod, fn)}: neither it nor the flags and "
+                "helpers it uses probe SM12x (is_sm120_supported, capability major 12), so "
+                "--enable-flashinfer-allreduce-fusion is silently off on sm_120",
+                where,
+            )
+        ],
+        where,
+    )
 
 
 def _admitted(mod: Module, fn) -> str:

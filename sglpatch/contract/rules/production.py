@@ -36,10 +36,17 @@ SWITCHES = {
 }
 # Launch flags that also turn a path on (lora by its adapters) or off (piecewise by its opt-out).
 ALSO = {"--lora-paths": ("lora", True), "--disable-piecewise-cuda-graph": ("piecewise-graph", False)}
-LABELS = {"eagle3": "EAGLE-3", "cuda-graph": "CUDA graphs", "piecewise-graph": "piecewise CUDA graphs",
-          "eplb": "EPLB", "pipeline": "pipeline parallel", "context-parallel": "context parallel",
-          "lora": "LoRA", "pdmux": "PD multiplexing",
-          "dllm": "diffusion LM"}
+LABELS = {
+    "eagle3": "EAGLE-3",
+    "cuda-graph": "CUDA graphs",
+    "piecewise-graph": "piecewise CUDA graphs",
+    "eplb": "EPLB",
+    "pipeline": "pipeline parallel",
+    "context-parallel": "context parallel",
+    "lora": "LoRA",
+    "pdmux": "PD multiplexing",
+    "dllm": "diffusion LM",
+}
 
 # ServerArgs fields: one module in 0.5.9, a package of them in the later layout
 _FIELD_MODULE, _FIELD_PACKAGE = "sglang.srt.server_args", "sglang.srt.arg_groups.fields"
@@ -57,7 +64,6 @@ class Launch:
         launch takes (a site under ``eplb`` and ``eagle3`` needs both)."""
         sites = item.required_sites or item.sites
         return any(set(s.features) <= self.features for s in sites)
-
 
     @property
     def summary(self) -> str:
@@ -136,8 +142,11 @@ def production_launch(root: Path, tree: SourceTree | Path) -> Launch | None:
         return None
     flags = parse_flags(argv)
     defaults = field_defaults(tree, [name for name, _ in SWITCHES.values()])
-    features = {"core"} | {feature for feature, (name, on) in SWITCHES.items()
-                           if name not in flags and name not in defaults or on(flags.get(name, defaults.get(name)))}
+    features = {"core"} | {
+        feature
+        for feature, (name, on) in SWITCHES.items()
+        if name not in flags and name not in defaults or on(flags.get(name, defaults.get(name)))
+    }
     for flag, (feature, on) in ALSO.items():
         if flag in argv:
             (features.add if on else features.discard)(feature)

@@ -46,8 +46,9 @@ LAYOUT = "the layout changed, re-check SM12 behaviour by hand and update sglpatc
 
 
 def find_communicator(tree: SourceTree) -> tuple[Module, ast.ClassDef] | None:
-    mods = [tree.module(SYMM_MODULE)] + [m for m in tree.package_modules("sglang.srt.distributed")
-                                         if f"class {SYMM_CLASS}" in m.source]
+    mods = [tree.module(SYMM_MODULE)] + [
+        m for m in tree.package_modules("sglang.srt.distributed") if f"class {SYMM_CLASS}" in m.source
+    ]
     for mod in mods:
         if mod is None:
             continue
@@ -81,8 +82,7 @@ class _Communicator:
         module-level names, e.g. TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES, _WORLD_SIZES_MULTIMEM."""
         names = {n.id for n in ast.walk(self.cls) if isinstance(n, ast.Name)}
         values = {n: self.globals(n) for n in names} | self.class_attrs
-        return {n: v for n, v in values.items()
-                if isinstance(v, dict) and v and all(isinstance(k, int) for k in v)}
+        return {n: v for n, v in values.items() if isinstance(v, dict) and v and all(isinstance(k, int) for k in v)}
 
     def _flag(self) -> str | None:
         """The attribute that says whether the communicator works (``self.disabled``): set to
@@ -110,19 +110,23 @@ class _Communicator:
             if _CAPABILITY.search(name):
                 return (capability, 0)
             f = node.func
-            if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and \
-                    f.value.id == ev.self_name and f.attr in self.methods:
+            if (
+                isinstance(f, ast.Attribute)
+                and isinstance(f.value, ast.Name)
+                and f.value.id == ev.self_name
+                and f.attr in self.methods
+            ):
                 return ev.inline(self.methods[f.attr], _bind(self.methods[f.attr], args, kwargs, True), st)
             if isinstance(f, ast.Name) and f.id in self.functions:
                 fn = self.functions[f.id]
                 return ev.inline(fn, _bind(fn, args, kwargs, False), st, method=False)
             return NotImplemented
 
-        ev = Evaluator(globals=self.globals, class_attr=lambda n: self.class_attrs.get(n, UNKNOWN),
-                       call=hook)
+        ev = Evaluator(globals=self.globals, class_attr=lambda n: self.class_attrs.get(n, UNKNOWN), call=hook)
         fn = self.methods[method]
-        args = {p.arg: capability for p in fn.args.args[1:] + fn.args.kwonlyargs
-                if _CAPABILITY_PARAM.search(p.arg)}  # the capability passed in (a test layout)
+        args = {
+            p.arg: capability for p in fn.args.args[1:] + fn.args.kwonlyargs if _CAPABILITY_PARAM.search(p.arg)
+        }  # the capability passed in (a test layout)
         ends = ev.run(fn, args, attrs or {})
         return ends, ev.truncated
 
@@ -148,7 +152,7 @@ def _bind(fn, args: list, kwargs: dict, method: bool) -> dict:
 
 
 def _warned_after(end: End, start: int) -> bool:
-    return any(_WARNING.search(name) for name, _ in end.state.calls[start + 1:])
+    return any(_WARNING.search(name) for name, _ in end.state.calls[start + 1 :])
 
 
 def check_symm_mem(tree: SourceTree) -> GateResult:
@@ -158,8 +162,15 @@ def check_symm_mem(tree: SourceTree) -> GateResult:
     c = _Communicator(tree, *found)
     where = c.loc(c.cls.lineno)
     if not c.tables or "__init__" not in c.methods:
-        return GateResult([(f"{c.mod.relpath} has no compute-capability keyed table (or no "
-                            f"{SYMM_CLASS}.__init__) any more: {LAYOUT}", where)])
+        return GateResult(
+            [
+                (
+                    f"{c.mod.relpath} has no compute-capability keyed table (or no "
+                    f"{SYMM_CLASS}.__init__) any more: {LAYOUT}",
+                    where,
+                )
+            ]
+        )
     unlisted = next(x for x in [SM12, *range(11, 100)] if all(x not in t for t in c.tables.values()))
     common = set.intersection(*(set(t) for t in c.tables.values()))
     listed = max(common or set().union(*(set(t) for t in c.tables.values())))
@@ -167,26 +178,34 @@ def check_symm_mem(tree: SourceTree) -> GateResult:
     readers = [e for e in ends if c.reads_capability(e) is not None]
     if not readers:
         return GateResult([_never_reached(c, ends)], where)
-    findings: list[tuple[str, str | None]] = [(f"{SYMM_CLASS}.__init__ has too many paths to analyse: {LAYOUT}", where)] if truncated else []
+    findings: list[tuple[str, str | None]] = (
+        [(f"{SYMM_CLASS}.__init__ has too many paths to analyse: {LAYOUT}", where)] if truncated else []
+    )
     findings += _unlisted(c, unlisted, ends, readers)
     findings += _listed(c, listed)
     findings += _methods(c, unlisted, readers)
-    evidence = None if findings else (f"capability {unlisted}: disabled on every path with a "
-                                      f"warning; capability {listed}: can be enabled")
+    evidence = (
+        None
+        if findings
+        else (f"capability {unlisted}: disabled on every path with a warning; capability {listed}: can be enabled")
+    )
     return GateResult(findings, where, evidence)
 
 
 def _never_reached(c: _Communicator, ends: list[End]) -> tuple[str, str]:
     """No path reads the capability: it is read nowhere (layout), or every path returns first."""
-    site = next((n for n in ast.walk(c.cls) if isinstance(n, ast.Call)
-                 and _CAPABILITY.search(ast.unparse(n.func))), None)
+    site = next(
+        (n for n in ast.walk(c.cls) if isinstance(n, ast.Call) and _CAPABILITY.search(ast.unparse(n.func))), None
+    )
     if site is None:
-        return (f"{SYMM_CLASS} never reads torch.cuda.get_device_capability(): {LAYOUT}",
-                c.loc(c.cls.lineno))
+        return (f"{SYMM_CLASS} never reads torch.cuda.get_device_capability(): {LAYOUT}", c.loc(c.cls.lineno))
     exits = sorted({e.line for e in ends})
-    return (f"{SYMM_CLASS}.__init__ never reaches its capability check at line {site.lineno} (every "
-            f"path leaves at line {', '.join(map(str, exits))}): the communicator is disabled on "
-            "every GPU", c.loc(exits[0]))
+    return (
+        f"{SYMM_CLASS}.__init__ never reaches its capability check at line {site.lineno} (every "
+        f"path leaves at line {', '.join(map(str, exits))}): the communicator is disabled on "
+        "every GPU",
+        c.loc(exits[0]),
+    )
 
 
 def _unlisted(c: _Communicator, cap: int, ends: list[End], readers: list[End]) -> list[tuple]:
@@ -194,16 +213,33 @@ def _unlisted(c: _Communicator, cap: int, ends: list[End], readers: list[End]) -
     on = f"on a GPU of compute capability {cap} (listed in none of {', '.join(sorted(c.tables))})"
     out = []
     for e in _unique(x for x in ends if x.kind == "raise"):
-        out.append((f"{on} {SYMM_CLASS}.__init__ raises {e.error.exc}: {e.error.message}"
-                    f"{_path(e, c.reads_capability(e))}", c.loc(e.line)))
+        out.append(
+            (
+                f"{on} {SYMM_CLASS}.__init__ raises {e.error.exc}: {e.error.message}{_path(e, c.reads_capability(e))}",
+                c.loc(e.line),
+            )
+        )
     for e in _unique(x for x in ends if x.kind != "raise" and c.enabled(x) is not False):
         may = "may finish" if c.enabled(e) is UNKNOWN else "finishes"
-        out.append((f"{on} {SYMM_CLASS}.__init__ {may} with the communicator enabled instead of "
-                    f"disabled{_path(e, c.reads_capability(e))}", c.loc(e.line)))
-    for e in _unique(x for x in readers if x.kind != "raise" and c.enabled(x) is False
-                     and not _warned_after(x, cast(int, c.reads_capability(x)))):  # readers: not None
-        out.append((f"{on} {SYMM_CLASS}.__init__ disables the communicator without logging a "
-                    f"warning (returns at line {e.line}){_path(e, c.reads_capability(e))}", c.loc(e.line)))
+        out.append(
+            (
+                f"{on} {SYMM_CLASS}.__init__ {may} with the communicator enabled instead of "
+                f"disabled{_path(e, c.reads_capability(e))}",
+                c.loc(e.line),
+            )
+        )
+    for e in _unique(
+        x
+        for x in readers
+        if x.kind != "raise" and c.enabled(x) is False and not _warned_after(x, cast(int, c.reads_capability(x)))
+    ):  # readers: not None
+        out.append(
+            (
+                f"{on} {SYMM_CLASS}.__init__ disables the communicator without logging a "
+                f"warning (returns at line {e.line}){_path(e, c.reads_capability(e))}",
+                c.loc(e.line),
+            )
+        )
     return out
 
 
@@ -213,9 +249,14 @@ def _listed(c: _Communicator, cap: int) -> list[tuple]:
     if any(e.kind != "raise" and c.enabled(e) is not False for e in ends):
         return []
     exits = sorted({e.line for e in ends if c.reads_capability(e) is not None} or {e.line for e in ends})
-    return [(f"on compute capability {cap}, which {', '.join(sorted(c.tables))} list, {SYMM_CLASS}."
-             f"__init__ never enables the communicator (every path leaves at line "
-             f"{', '.join(map(str, exits))}): the guard disables it on every GPU", c.loc(exits[0]))]
+    return [
+        (
+            f"on compute capability {cap}, which {', '.join(sorted(c.tables))} list, {SYMM_CLASS}."
+            f"__init__ never enables the communicator (every path leaves at line "
+            f"{', '.join(map(str, exits))}): the guard disables it on every GPU",
+            c.loc(exits[0]),
+        )
+    ]
 
 
 def _methods(c: _Communicator, cap: int, readers: list[End]) -> list[tuple]:
@@ -227,8 +268,12 @@ def _methods(c: _Communicator, cap: int, readers: list[End]) -> list[tuple]:
             continue
         ends, _ = c.run(name, cap, state)
         for e in _unique(x for x in ends if x.kind == "raise" and cast(Raised, x.error).key == cap):
-            out.append((f"on a GPU of compute capability {cap} {SYMM_CLASS}.{name} raises "
-                        f"{e.error.exc}: {e.error.message}", c.loc(e.line)))
+            out.append(
+                (
+                    f"on a GPU of compute capability {cap} {SYMM_CLASS}.{name} raises {e.error.exc}: {e.error.message}",
+                    c.loc(e.line),
+                )
+            )
     return out
 
 

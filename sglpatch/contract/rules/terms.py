@@ -45,13 +45,28 @@ class ContractItem:
         return sorted({s.guard for s in self.sites if s.guard})
 
     def to_json(self) -> dict:
-        return {"member": self.member, "param": self.param, "on_class": self.on_class,
-                "required": self.required, "features": self.features,
-                "sites": [{"location": s.location, "guard": s.guard, "kind": s.kind,
-                           "function": s.function, "pattern": s.pattern, "role": s.role,
-                           "features": sorted(s.features), "detail": s.detail or None,
-                           "via": list(s.via) or None, "conditions": list(s.conditions) or None}
-                          for s in self.sites]}
+        return {
+            "member": self.member,
+            "param": self.param,
+            "on_class": self.on_class,
+            "required": self.required,
+            "features": self.features,
+            "sites": [
+                {
+                    "location": s.location,
+                    "guard": s.guard,
+                    "kind": s.kind,
+                    "function": s.function,
+                    "pattern": s.pattern,
+                    "role": s.role,
+                    "features": sorted(s.features),
+                    "detail": s.detail or None,
+                    "via": list(s.via) or None,
+                    "conditions": list(s.conditions) or None,
+                }
+                for s in self.sites
+            ],
+        }
 
 
 @dataclass
@@ -62,13 +77,17 @@ class Contract:
     problems: list[str]
 
     def to_json(self) -> dict:
-        return {"target": [i.to_json() for i in self.target.values()],
-                "draft": [i.to_json() for i in self.draft.values()],
-                "patterns": self.patterns, "problems": self.problems}
+        return {
+            "target": [i.to_json() for i in self.target.values()],
+            "draft": [i.to_json() for i in self.draft.values()],
+            "patterns": self.patterns,
+            "problems": self.problems,
+        }
 
 
-def build_contract(accesses: list[Access], *, min_members: int = MIN_TARGET_MEMBERS,
-                   anchors=ANCHOR_PATTERNS) -> Contract:
+def build_contract(
+    accesses: list[Access], *, min_members: int = MIN_TARGET_MEMBERS, anchors=ANCHOR_PATTERNS
+) -> Contract:
     target: dict[str, ContractItem] = {}
     draft: dict[str, ContractItem] = {}
     patterns = Counter({p: 0 for p in PATTERNS})
@@ -87,13 +106,20 @@ def build_contract(accesses: list[Access], *, min_members: int = MIN_TARGET_MEMB
             item.sites.append(a)
     problems = []
     if len(target) < min_members:
-        problems.append(f"the derived target contract has only {len(target)} members (expected at "
-                        f"least {min_members}): the tree's layout is not recognised")
+        problems.append(
+            f"the derived target contract has only {len(target)} members (expected at "
+            f"least {min_members}): the tree's layout is not recognised"
+        )
     for p in anchors:
         if not patterns.get(p):
-            problems.append(f"access pattern '{p}' ({PATTERNS[p]}) matched nothing: "
-                            "the runtime layout changed; update PATTERNS in sglpatch/contract/access.py")
+            problems.append(
+                f"access pattern '{p}' ({PATTERNS[p]}) matched nothing: "
+                "the runtime layout changed; update PATTERNS in sglpatch/contract/access.py"
+            )
     order = sorted(target.values(), key=lambda i: (not i.required, i.label))
-    return Contract({i.label: i for i in order},
-                    {i.label: i for i in sorted(draft.values(), key=lambda i: (not i.required, i.label))},
-                    dict(patterns), problems)
+    return Contract(
+        {i.label: i for i in order},
+        {i.label: i for i in sorted(draft.values(), key=lambda i: (not i.required, i.label))},
+        dict(patterns),
+        problems,
+    )

@@ -25,13 +25,19 @@ class MemberStatus:
         return any(lk.ok for _, lk in self.inner)
 
     def to_json(self) -> dict:
-        return {"member": self.item.label, "verdict": self.verdict, "required": self.item.required,
-                "features": self.item.features,
-                "provided_by": self.lookup.owner, "kind": self.lookup.kind,
-                "location": self.lookup.location, "note": self.lookup.note or None,
-                "inner_has": self.inner_has,
-                "inner": [{"class": c, "status": lk.status, "location": lk.location} for c, lk in self.inner],
-                "sites": [s.location for s in (self.item.required_sites or self.item.sites)]}
+        return {
+            "member": self.item.label,
+            "verdict": self.verdict,
+            "required": self.item.required,
+            "features": self.item.features,
+            "provided_by": self.lookup.owner,
+            "kind": self.lookup.kind,
+            "location": self.lookup.location,
+            "note": self.lookup.note or None,
+            "inner_has": self.inner_has,
+            "inner": [{"class": c, "status": lk.status, "location": lk.location} for c, lk in self.inner],
+            "sites": [s.location for s in (self.item.required_sites or self.item.sites)],
+        }
 
 
 @dataclass
@@ -61,14 +67,23 @@ class ModelReport:
 
     def to_json(self, in_production=lambda status: True) -> dict:
         gaps = self.gaps
-        return {"name": self.name, "class": self.qualname, "location": self.location,
-                "wrapper": self.wrapper, "inner": self.inners, "gaps": len(gaps),
-                "members": [s.to_json() | ({"production": in_production(s)} if s in gaps else {})
-                            for s in self.statuses if s.verdict != "ok"],
-                "ok": [s.item.label for s in self.statuses if s.verdict == "ok"],
-                "draft_role_missing": [s.to_json() for s in self.draft_statuses],
-                "eagle3_interface": [s.to_json() for s in self.eagle3],
-                "eagle3_failures": len(self.eagle3_failures)}
+        return {
+            "name": self.name,
+            "class": self.qualname,
+            "location": self.location,
+            "wrapper": self.wrapper,
+            "inner": self.inners,
+            "gaps": len(gaps),
+            "members": [
+                s.to_json() | ({"production": in_production(s)} if s in gaps else {})
+                for s in self.statuses
+                if s.verdict != "ok"
+            ],
+            "ok": [s.item.label for s in self.statuses if s.verdict == "ok"],
+            "draft_role_missing": [s.to_json() for s in self.draft_statuses],
+            "eagle3_interface": [s.to_json() for s in self.eagle3],
+            "eagle3_failures": len(self.eagle3_failures),
+        }
 
 
 def _lookup(ci: ClassIndex, ref: ClassRef, item: ContractItem) -> Lookup:
@@ -79,8 +94,9 @@ def _lookup(ci: ClassIndex, ref: ClassRef, item: ContractItem) -> Lookup:
         base = ci.lookup(ref, item.member)
         if base.status == "present" and base.owner == "torch.nn.Module":
             return Lookup("missing", None, None, None, f"{item.member} is torch's default")
-        return Lookup(base.status if base.status != "present" else "unknown", base.owner, base.kind,
-                      base.location, base.note)
+        return Lookup(
+            base.status if base.status != "present" else "unknown", base.owner, base.kind, base.location, base.note
+        )
     if item.param in m.params or m.varkw:
         return Lookup("present", None, "parameter" if item.param in m.params else "**kwargs", where)
     return Lookup("missing", None, None, where, f"{item.member}() has no parameter {item.param}")
@@ -97,13 +113,13 @@ def _broken_read(ci: ClassIndex, ref: ClassRef, item: ContractItem, lk: Lookup) 
         lacking = [c for c, x in looks if not x.ok]
         if lacking:
             note = f"it reads self.{attr}.{name}, which {', '.join(lacking)} lacks"
-            return MemberStatus(item, "broken", Lookup(lk.status, lk.owner, lk.kind, ci.location(ref, line), note),
-                                looks)
+            return MemberStatus(
+                item, "broken", Lookup(lk.status, lk.owner, lk.kind, ci.location(ref, line), note), looks
+            )
     return None
 
 
-def check_model(ci: ClassIndex, ref: ClassRef, contract: Contract,
-                runtime_candidates=lambda: []) -> ModelReport:
+def check_model(ci: ClassIndex, ref: ClassRef, contract: Contract, runtime_candidates=lambda: []) -> ModelReport:
     """``runtime_candidates()``: the classes an inner model chosen at run time may be (every
     language model SGLang loads), asked only for such a wrapper."""
     wrapper = ci.is_wrapper(ref)
@@ -111,10 +127,11 @@ def check_model(ci: ClassIndex, ref: ClassRef, contract: Contract,
     inner_refs: list[ClassRef] = []
     inner_json: list[dict[str, object]] = []
     for inn in inners:
-        names = [c.name if isinstance(c, ClassRef) else ("<runtime choice>" if c == "?" else c.dotted)
-                 for c in inn.candidates]
-        inner_json.append({"attr": inn.attr, "classes": names,
-                           "location": inn.location})
+        names = [
+            c.name if isinstance(c, ClassRef) else ("<runtime choice>" if c == "?" else c.dotted)
+            for c in inn.candidates
+        ]
+        inner_json.append({"attr": inn.attr, "classes": names, "location": inn.location})
         for c in inn.lm:
             if c not in inner_refs:
                 inner_refs.append(c)
@@ -154,11 +171,15 @@ def check_model(ci: ClassIndex, ref: ClassRef, contract: Contract,
 
     statuses = [s for s in (status(i, False) for i in contract.target.values()) if s]
     target_labels = set(contract.target)
-    draft_statuses = [s for s in (status(i, True) for i in contract.draft.values()
-                                  if i.label not in target_labels and i.required) if s]
+    draft_statuses = [
+        s
+        for s in (status(i, True) for i in contract.draft.values() if i.label not in target_labels and i.required)
+        if s
+    ]
     if not wrapper:  # a language model itself: no inner model has anything to offer
         draft_statuses = []
     order = {"gap": 0, "broken": 0, "unverified": 1, "unknown": 2, "optional": 3, "unsupported": 4, "ok": 5}
     statuses.sort(key=lambda s: (order.get(s.verdict, 9), s.item.label))
-    return ModelReport(ref.name, ref.qualname, ci.location(ref), wrapper, inner_json, statuses,
-                       draft_statuses, draft_present)
+    return ModelReport(
+        ref.name, ref.qualname, ci.location(ref), wrapper, inner_json, statuses, draft_statuses, draft_present
+    )

@@ -28,9 +28,12 @@ from sglpatch.contract.index.classes import ClassRef
 CAPTURE = "set_eagle3_layers_to_capture"
 # Calls that run the model for warmup or CUDA-graph capture (by name of the function, method or
 # class called). The configured capture layers must be set before the first of these.
-GRAPH_EVENT = re.compile(r"^(kernel_warmup|_dummy_run|capture|capture_one_batch_size|"
-                         r"capture_cuda_graphs?|capture_\w*_graphs?|\w*_autotune)$|"
-                         r"^init_\w*graphs?$|GraphRunner$", re.I)
+GRAPH_EVENT = re.compile(
+    r"^(kernel_warmup|_dummy_run|capture|capture_one_batch_size|"
+    r"capture_cuda_graphs?|capture_\w*_graphs?|\w*_autotune)$|"
+    r"^init_\w*graphs?$|GraphRunner$",
+    re.I,
+)
 
 
 @dataclass
@@ -53,10 +56,14 @@ class WiringResult:
         return not self.findings
 
     def to_json(self) -> dict:
-        return {"passed": self.passed,
-                "findings": [{"message": m, "location": loc} for m, loc in self.findings],
-                "configure": self.configure, "resets": self.resets, "order_from": self.order_from,
-                "sequence": [e.__dict__ for e in self.sequence]}
+        return {
+            "passed": self.passed,
+            "findings": [{"message": m, "location": loc} for m, loc in self.findings],
+            "configure": self.configure,
+            "resets": self.resets,
+            "order_from": self.order_from,
+            "sequence": [e.__dict__ for e in self.sequence],
+        }
 
 
 def check_wiring(d: Deriver) -> WiringResult:
@@ -108,25 +115,38 @@ def check_wiring(d: Deriver) -> WiringResult:
     out.configure = [loc for kind, loc, _ in all_calls if kind == "configure"]
     out.resets = [loc for kind, loc, _ in all_calls if kind == "reset"]
     if not out.configure:
-        out.findings.append((f"no configured {CAPTURE}(layer_ids) call on the target model was found: "
-                             "the EAGLE-3 capture layers are never set from the draft's config", None))
+        out.findings.append(
+            (
+                f"no configured {CAPTURE}(layer_ids) call on the target model was found: "
+                "the EAGLE-3 capture layers are never set from the draft's config",
+                None,
+            )
+        )
     conf_idx = next((i for i, e in enumerate(seq) if e.kind == "configure"), None)
     if conf_idx is not None:
         graph_before = [e for e in seq[:conf_idx] if e.kind == "graph"]
         out.sequence = seq[: conf_idx + 1][-40:]
         if graph_before:
             g = graph_before[0]
-            out.findings.append((
-                f"the configured {CAPTURE}(ids) at {seq[conf_idx].location} runs after "
-                f"{g.name} at {g.location}: kernel warmup / CUDA graph capture bake in the default "
-                "capture layers", seq[conf_idx].location))
+            out.findings.append(
+                (
+                    f"the configured {CAPTURE}(ids) at {seq[conf_idx].location} runs after "
+                    f"{g.name} at {g.location}: kernel warmup / CUDA graph capture bake in the default "
+                    "capture layers",
+                    seq[conf_idx].location,
+                )
+            )
     elif out.configure:
         verdict = _external_order(d, runner, flat, keys_by_qual)
         out.order_from = verdict[2]
         if verdict[0] is None:
-            out.findings.append((f"cannot establish that the configured {CAPTURE}(ids) at "
-                                 f"{out.configure[0]} precedes CUDA graph capture: {verdict[1]}",
-                                 out.configure[0]))
+            out.findings.append(
+                (
+                    f"cannot establish that the configured {CAPTURE}(ids) at "
+                    f"{out.configure[0]} precedes CUDA graph capture: {verdict[1]}",
+                    out.configure[0],
+                )
+            )
         elif verdict[0] is False:
             out.findings.append((verdict[1], out.configure[0]))
     # Once configured first (as it must be), any later no-argument call resets the layers.
@@ -136,8 +156,13 @@ def check_wiring(d: Deriver) -> WiringResult:
         where = d.funcs[key].qualname
         callers = [c for c in _entry_callers(d, key, runner) if c != where]
         reached = f", reached from {', '.join(callers)}" if callers else ""
-        out.findings.append((f"{CAPTURE}() without layer ids in {where} ({loc}{reached}) resets the "
-                             "configured capture layers to the defaults", loc))
+        out.findings.append(
+            (
+                f"{CAPTURE}() without layer ids in {where} ({loc}{reached}) resets the "
+                "configured capture layers to the defaults",
+                loc,
+            )
+        )
     return out
 
 
@@ -243,8 +268,14 @@ def _external_order(d: Deriver, runner: ClassRef, flat, keys_by_qual):
             break
     if bad:
         w = bad[0]
-        return False, (f"{w[0]} calls the capture phase ({w[3]}:{w[2]}) before the phase that "
-                       f"configures {CAPTURE} ({w[3]}:{w[1]})"), w[0]
+        return (
+            False,
+            (
+                f"{w[0]} calls the capture phase ({w[3]}:{w[2]}) before the phase that "
+                f"configures {CAPTURE} ({w[3]}:{w[1]})"
+            ),
+            w[0],
+        )
     if good:
         return True, "", good[0][0]
     return None, (f"no caller sequences {sorted(conf_phase)[0]}() before {sorted(graph_phase)[0]}()"), ""
@@ -261,8 +292,11 @@ def _calls(fn) -> list[tuple[int, int, str]]:
         return out
     for n in ast.walk(fn):
         if isinstance(n, ast.Call):
-            name = n.func.attr if isinstance(n.func, ast.Attribute) else (
-                n.func.id if isinstance(n.func, ast.Name) else None)
+            name = (
+                n.func.attr
+                if isinstance(n.func, ast.Attribute)
+                else (n.func.id if isinstance(n.func, ast.Name) else None)
+            )
             if name:
                 out.append((n.lineno, n.col_offset, name))
     out.sort()

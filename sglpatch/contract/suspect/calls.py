@@ -14,10 +14,23 @@ from sglpatch.contract.parse.outline import dotted
 from sglpatch.contract.parse.tree import Module
 from sglpatch.contract.suspect.model import Run, View, _Call, _Scope
 
-SIGNATURE_DECORATORS = frozenset((
-    "staticmethod", "classmethod", "abstractmethod", "lru_cache", "cache", "no_grad",
-    "inference_mode", "contextmanager", "asynccontextmanager", "override", "final",
-    "cached_property", "property"))
+SIGNATURE_DECORATORS = frozenset(
+    (
+        "staticmethod",
+        "classmethod",
+        "abstractmethod",
+        "lru_cache",
+        "cache",
+        "no_grad",
+        "inference_mode",
+        "contextmanager",
+        "asynccontextmanager",
+        "override",
+        "final",
+        "cached_property",
+        "property",
+    )
+)
 
 
 class CallChecks:
@@ -41,8 +54,12 @@ class CallChecks:
             return
         target = self.callee(node, scope)
         identity = target[0] if target else None
-        if target is None and isinstance(node.func, ast.Name) and node.func.id not in scope.locals \
-                and self.view.tree.resolve(self.mod.name, node.func.id).kind == "external":
+        if (
+            target is None
+            and isinstance(node.func, ast.Name)
+            and node.func.id not in scope.locals
+            and self.view.tree.resolve(self.mod.name, node.func.id).kind == "external"
+        ):
             identity = "<external>"  # a library function that happens to share the name
         keywords = frozenset(k.arg for k in node.keywords if k.arg)
         splat = any(k.arg is None for k in node.keywords)
@@ -96,6 +113,7 @@ class CallChecks:
                         if acc is None or kw in acc:
                             return True
                 return False
+
             return found[0], found[1], override_accepts
         d = dotted(recv)
         if d is None or d.split(".")[0] in scope.locals or d.split(".")[0] in ("self", "cls"):

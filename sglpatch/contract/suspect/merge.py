@@ -55,8 +55,11 @@ __all__ = ["Suspect", "added_lines", "find_suspects"]
 def added_lines(new_file: Path | None, merged_file: Path) -> list[int]:
     """1-based numbers of the merged file's lines that the new release's file lacks."""
     merged = merged_file.read_bytes().decode("utf-8", errors="replace").splitlines()
-    base = [] if new_file is None or not new_file.is_file() else \
-        new_file.read_bytes().decode("utf-8", errors="replace").splitlines()
+    base = (
+        []
+        if new_file is None or not new_file.is_file()
+        else new_file.read_bytes().decode("utf-8", errors="replace").splitlines()
+    )
     out: list[int] = []
     for tag, _, _, j1, j2 in difflib.SequenceMatcher(None, base, merged, autojunk=False).get_opcodes():
         if tag in ("replace", "insert"):
@@ -88,6 +91,7 @@ def find_suspects(old_tree: Path, new_tree: Path, merged_tree: Path, files: list
 
 
 # ---------------------------------------------------------------- per-tree views
+
 
 class _View:
     """One tree: the contract checker's module and class index, plus what this analysis caches."""
@@ -127,8 +131,10 @@ class _View:
     def assigned_from_outside(self, name: str) -> bool:
         """``obj.name = ...`` (obj not ``self``) or ``setattr(obj, "name", ...)`` somewhere."""
         if name not in self._assigned:
-            pat = re.compile(r"(?<!\bself)\." + re.escape(name) + r"[ \t]*(?::[^=\n]+)?=(?!=)"
-                             r"|setattr\([^,\n]+,[ \t]*[\"']" + re.escape(name) + r"[\"']")
+            pat = re.compile(
+                r"(?<!\bself)\." + re.escape(name) + r"[ \t]*(?::[^=\n]+)?=(?!=)"
+                r"|setattr\([^,\n]+,[ \t]*[\"']" + re.escape(name) + r"[\"']"
+            )
             self._assigned[name] = bool(self.tree.grep(pat, literal=name))
         return self._assigned[name]
 
@@ -180,10 +186,15 @@ class _Run:
                 for c in self.calls_of(self.merged, name, identity):
                     if k in c.keywords or c.splat or (c.path, c.line) in patched_lines:
                         continue
-                    self.found.append(Suspect(
-                        c.path, c.line, name,
-                        f"call of {name} without {k}=: the patch adds {k}= to all {len(old_calls)} "
-                        f"call(s) of {name} in {self.old.version}; this one (in {c.where}) is not one of them"))
+                    self.found.append(
+                        Suspect(
+                            c.path,
+                            c.line,
+                            name,
+                            f"call of {name} without {k}=: the patch adds {k}= to all {len(old_calls)} "
+                            f"call(s) of {name} in {self.old.version}; this one (in {c.where}) is not one of them",
+                        )
+                    )
 
     def calls_of(self, view: _View, name: str, identity: str | None) -> list[_Call]:
         """Calls of ``name`` in ``view``'s package that are calls of the definition ``identity``."""

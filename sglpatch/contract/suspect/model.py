@@ -17,10 +17,10 @@ from sglpatch.contract.parse.tree import SourceTree
 
 @dataclass(frozen=True)
 class Suspect:
-    path: str      # repo-relative path in the merged tree, e.g. "python/sglang/srt/x.py"
-    line: int      # 1-based line in the merged file
-    name: str      # the name that does not resolve, or the function whose new call is unpatched
-    why: str       # one short sentence
+    path: str  # repo-relative path in the merged tree, e.g. "python/sglang/srt/x.py"
+    line: int  # 1-based line in the merged file
+    name: str  # the name that does not resolve, or the function whose new call is unpatched
+    why: str  # one short sentence
 
     def __str__(self) -> str:
         return f"{self.path}:{self.line}: {self.name}: {self.why}"
@@ -33,19 +33,19 @@ class _Call:
     name: str
     identity: str | None  # qualified definition it resolves to, None when not resolved
     keywords: frozenset
-    splat: bool           # passes **kwargs
+    splat: bool  # passes **kwargs
     where: str
 
 
 @dataclass
 class _Scope:
-    cls: ClassRef | None = None      # the class whose method this is (top-level classes only)
-    self_name: str | None = None     # "self" (or "cls" in a classmethod)
+    cls: ClassRef | None = None  # the class whose method this is (top-level classes only)
+    self_name: str | None = None  # "self" (or "cls" in a classmethod)
     on_class: bool = False
     locals: frozenset = frozenset()  # names bound in enclosing functions
-    where: str = "<module>"          # enclosing outlined definition: "Class.method" / "func"
+    where: str = "<module>"  # enclosing outlined definition: "Class.method" / "func"
     span: tuple[int, int] | None = None  # its lines (for the string-mention guard)
-    class_body: bool = False         # directly in a class body (a def here is a method)
+    class_body: bool = False  # directly in a class body (a def here is a method)
     self_class: ClassRef | None = None  # the class the self parameter is annotated with
     caught: frozenset = frozenset()  # exceptions an enclosing try in this function swallows
 

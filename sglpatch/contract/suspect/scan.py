@@ -23,8 +23,7 @@ class Scan(CallChecks):
     """Visits one module, only the statements that hold added lines (``lines``), or all of it
     when collecting the calls of one name (``collect``)."""
 
-    def __init__(self, run: Run, view: View, mod: Module, lines: list[int] | None,
-                 collect: str | None = None):
+    def __init__(self, run: Run, view: View, mod: Module, lines: list[int] | None, collect: str | None = None):
         self.run_ = run
         self.view = view
         self.mod = mod
@@ -60,8 +59,7 @@ class Scan(CallChecks):
         if isinstance(node, ast.ClassDef):
             top = scope.where == "<module>" and not scope.class_body
             cls = ClassRef(self.mod.name, node.name) if top and node.name in self.mod.outline.classes else None
-            inner = _Scope(cls=cls, locals=scope.locals, where=node.name if top else scope.where,
-                           class_body=True)
+            inner = _Scope(cls=cls, locals=scope.locals, where=node.name if top else scope.where, class_body=True)
             for d in node.decorator_list + node.bases + [k.value for k in node.keywords]:
                 self.visit(d, scope)
             for stmt in node.body:
@@ -92,8 +90,15 @@ class Scan(CallChecks):
                 self.visit(d, scope)
         for d in args.defaults + [d for d in args.kw_defaults if d is not None]:
             self.visit(d, scope)
-        inner = _Scope(scope.cls, scope.self_name, scope.on_class, scope.locals, scope.where, scope.span,
-                       self_class=scope.self_class)  # a try around a def does not guard its body
+        inner = _Scope(
+            scope.cls,
+            scope.self_name,
+            scope.on_class,
+            scope.locals,
+            scope.where,
+            scope.span,
+            self_class=scope.self_class,
+        )  # a try around a def does not guard its body
         if scope.class_body and not isinstance(node, ast.Lambda):
             inner.self_name, inner.on_class, inner.self_class = None, False, None
             if scope.cls is not None:  # a method of a top-level class
@@ -136,7 +141,11 @@ class Scan(CallChecks):
             return  # an optional import
         if isinstance(node, ast.Attribute) and scope.caught & {"AttributeError", "*"}:
             return
-        if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load) and self.added(cast(int, node.end_lineno)):
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.ctx, ast.Load)
+            and self.added(cast(int, node.end_lineno))
+        ):
             if isinstance(node.value, ast.Name) and scope.cls is not None and node.value.id == scope.self_name:
                 self.self_attr(node, scope)
             else:
@@ -145,10 +154,14 @@ class Scan(CallChecks):
             self.import_from(node)
         elif isinstance(node, ast.Import) and self.added(node.lineno):
             for a in node.names:
-                if a.name.split(".")[0] == PACKAGE and self.view.tree.module(a.name) is None \
-                        and not self.is_dir(a.name):
-                    self.report(node.lineno, a.name, f"no module {a.name} in {self.view.version}"
-                                + self.old_module_note(a.name))
+                if (
+                    a.name.split(".")[0] == PACKAGE
+                    and self.view.tree.module(a.name) is None
+                    and not self.is_dir(a.name)
+                ):
+                    self.report(
+                        node.lineno, a.name, f"no module {a.name} in {self.view.version}" + self.old_module_note(a.name)
+                    )
 
     def report(self, line: int, name: str, why: str) -> None:
         self.run_.found.append(Suspect(self.mod.relpath, line, name, why))
@@ -157,8 +170,11 @@ class Scan(CallChecks):
         return self.view.tree.pyroot.joinpath(*module.split(".")).is_dir()
 
     def old_module_note(self, module: str) -> str:
-        return (f" (removed upstream; {self.run_.old.version} has it)"
-                if self.run_.old.tree.module(module) is not None else "")
+        return (
+            f" (removed upstream; {self.run_.old.version} has it)"
+            if self.run_.old.tree.module(module) is not None
+            else ""
+        )
 
     # rule 1 --------------------------------------------------------------
 
@@ -179,8 +195,11 @@ class Scan(CallChecks):
             return
         if scope.span and re.search(r"[\"']" + re.escape(name) + r"[\"']", self.mod.text(*scope.span)):
             return  # hasattr(self, "X") / getattr(self, "X", None) guards it
-        if scope.self_class is not None and scope.self_class != scope.cls and ci.resolves(
-                scope.self_class, name, on_class=scope.on_class).status != "missing":
+        if (
+            scope.self_class is not None
+            and scope.self_class != scope.cls
+            and ci.resolves(scope.self_class, name, on_class=scope.on_class).status != "missing"
+        ):
             return  # def f(self: Scheduler): a mixin method written for its host class
         subs = ci.subclasses(scope.cls)
         if any(ci.resolves(sub, name, on_class=scope.on_class).status != "missing" for sub in subs):
@@ -193,8 +212,10 @@ class Scan(CallChecks):
         what = "method" if called else "attribute"
         why = f"{scope.cls.name} has no {what} '{name}' in {self.view.version}"
         old = self.run_.old
-        if old.tree.module(scope.cls.module) is not None and scope.cls.name in cast(Module, old.tree.module(
-                scope.cls.module)).outline.classes:
+        if (
+            old.tree.module(scope.cls.module) is not None
+            and scope.cls.name in cast(Module, old.tree.module(scope.cls.module)).outline.classes
+        ):
             found = old.classes.resolves(scope.cls, name, on_class=scope.on_class)
             if found.status == "present":
                 why += f" (removed upstream; {old.version} has it at {found.location or found.owner})"
@@ -219,9 +240,11 @@ class Scan(CallChecks):
         if module is None:
             return
         if self.view.tree.defines(module, node.attr) is False:
-            self.report(node.lineno, f"{module}.{node.attr}",
-                        f"module {module} has no '{node.attr}' in {self.view.version}"
-                        + self.old_name_note(module, node.attr))
+            self.report(
+                node.lineno,
+                f"{module}.{node.attr}",
+                f"module {module} has no '{node.attr}' in {self.view.version}" + self.old_name_note(module, node.attr),
+            )
 
     def import_from(self, node: ast.ImportFrom) -> None:
         target = absolute_module(self.mod.package, node.level, node.module)
@@ -229,13 +252,17 @@ class Scan(CallChecks):
             return
         if self.view.tree.module(target) is None:
             if not self.is_dir(target):
-                self.report(node.lineno, target, f"no module {target} in {self.view.version}"
-                            + self.old_module_note(target))
+                self.report(
+                    node.lineno, target, f"no module {target} in {self.view.version}" + self.old_module_note(target)
+                )
             return
         for a in node.names:
             if a.name != "*" and self.view.tree.defines(target, a.name) is False:
-                self.report(node.lineno, a.name, f"{target} has no '{a.name}' in {self.view.version}"
-                            + self.old_name_note(target, a.name))
+                self.report(
+                    node.lineno,
+                    a.name,
+                    f"{target} has no '{a.name}' in {self.view.version}" + self.old_name_note(target, a.name),
+                )
 
     def old_name_note(self, module: str, name: str) -> str:
         old = self.run_.old.tree

@@ -115,16 +115,29 @@ def _patch_eagle_utils(eagle_utils):
     eagle_utils.sgl_build_tree_kernel_efficient = tree_kernels.build_tree_kernel_efficient
     original = eagle_utils.verify_tree_greedy_func
 
-    def verify_tree_greedy_func(predicts, accept_index, accept_token_num, candidates,
-                                retrive_index, retrive_next_token, retrive_next_sibling,
-                                target_predict, topk=-1):
+    def verify_tree_greedy_func(
+        predicts,
+        accept_index,
+        accept_token_num,
+        candidates,
+        retrive_index,
+        retrive_next_token,
+        retrive_next_sibling,
+        target_predict,
+        topk=-1,
+    ):
         # Same contract as upstream's: on CUDA it calls sgl_kernel.verify_tree_greedy; on CPU
         # upstream has no branch and returns the inputs untouched.
         tree_kernels.verify_tree_greedy(
-            predicts=predicts, accept_index=accept_index, accept_token_num=accept_token_num,
-            candidates=candidates, retrive_index=retrive_index,
-            retrive_next_token=retrive_next_token, retrive_next_sibling=retrive_next_sibling,
-            target_predict=target_predict)
+            predicts=predicts,
+            accept_index=accept_index,
+            accept_token_num=accept_token_num,
+            candidates=candidates,
+            retrive_index=retrive_index,
+            retrive_next_token=retrive_next_token,
+            retrive_next_sibling=retrive_next_sibling,
+            target_predict=target_predict,
+        )
         return predicts, accept_index, accept_token_num
 
     verify_tree_greedy_func.__wrapped__ = original
@@ -153,14 +166,20 @@ def activate() -> None:
         os.environ.setdefault(key, value)
     stub = os.environ.get(STUB_LIBCUDA)
     if not stub:
-        raise RuntimeError(f"{STUB_LIBCUDA} is not set: the runtime fixture builds the stub "
-                           "libcuda.so.1 and passes its path")
+        raise RuntimeError(
+            f"{STUB_LIBCUDA} is not set: the runtime fixture builds the stub libcuda.so.1 and passes its path"
+        )
     ctypes.CDLL(stub, mode=ctypes.RTLD_GLOBAL)
     if "torch" in sys.modules or "sglang" in sys.modules:
         raise RuntimeError("CPU harness activated after torch/sglang were imported")
-    sys.meta_path.insert(0, _AfterImport({
-        "torch": _patch_torch,
-        "sgl_kernel": _patch_sgl_kernel,  # 0.5.23's CPU ops (no-op for 0.5.9's sgl-kernel)
-        "sglang.srt.speculative.eagle_utils": _patch_eagle_utils,
-    }))
+    sys.meta_path.insert(
+        0,
+        _AfterImport(
+            {
+                "torch": _patch_torch,
+                "sgl_kernel": _patch_sgl_kernel,  # 0.5.23's CPU ops (no-op for 0.5.9's sgl-kernel)
+                "sglang.srt.speculative.eagle_utils": _patch_eagle_utils,
+            }
+        ),
+    )
     _activated = True

@@ -32,34 +32,33 @@ def _segments(start_offset, end_offset):
         offset += e - s
 
 
-def assign_req_to_token_pool_cpu(req_pool_indices, req_to_token, start_offset, end_offset,
-                                 out_cache_loc, pool_len):
+def assign_req_to_token_pool_cpu(req_pool_indices, req_to_token, start_offset, end_offset, out_cache_loc, pool_len):
     """Triton ``assign_req_to_token_pool`` (mem_cache/allocation.py): the packed ``out_cache_loc``
     slots of request b go to ``req_to_token[req_pool_indices[b], start[b]:end[b]]``."""
     rows = [int(x) for x in req_pool_indices.tolist()]
     for b, s, e, off in _segments(start_offset, end_offset):
         if e > s:
-            req_to_token[rows[b], s:e] = out_cache_loc[off:off + e - s].to(req_to_token.dtype)
+            req_to_token[rows[b], s:e] = out_cache_loc[off : off + e - s].to(req_to_token.dtype)
 
 
-def assign_extend_cache_locs_cpu(req_pool_indices, req_to_token, start_offset, end_offset,
-                                 out_cache_loc, pool_len):
+def assign_extend_cache_locs_cpu(req_pool_indices, req_to_token, start_offset, end_offset, out_cache_loc, pool_len):
     """Triton ``assign_extend_cache_locs`` (kernels/ops/speculative/cache_locs.py): the reverse
     gather, ``req_to_token[req_pool_indices[b], start[b]:end[b]]`` packed into ``out_cache_loc``."""
     rows = [int(x) for x in req_pool_indices.tolist()]
     for b, s, e, off in _segments(start_offset, end_offset):
         if e > s:
-            out_cache_loc[off:off + e - s] = req_to_token[rows[b], s:e].to(out_cache_loc.dtype)
+            out_cache_loc[off : off + e - s] = req_to_token[rows[b], s:e].to(out_cache_loc.dtype)
 
 
-def assign_draft_cache_locs_contiguous_cpu(req_pool_indices, req_to_token, seq_lens,
-                                           out_cache_loc, pool_len, topk, num_steps):
+def assign_draft_cache_locs_contiguous_cpu(
+    req_pool_indices, req_to_token, seq_lens, out_cache_loc, pool_len, topk, num_steps
+):
     """Triton ``assign_draft_cache_locs_contiguous`` (cache_locs.py): request b's
     ``topk * num_steps`` slots from ``seq_lens[b]`` on, copied to ``out_cache_loc[b*n:(b+1)*n]``."""
     n = topk * num_steps
     rows = [int(x) for x in req_pool_indices.tolist()]
     for b, start in enumerate(int(x) for x in seq_lens.tolist()):
-        out_cache_loc[b * n:(b + 1) * n] = req_to_token[rows[b], start:start + n].to(out_cache_loc.dtype)
+        out_cache_loc[b * n : (b + 1) * n] = req_to_token[rows[b], start : start + n].to(out_cache_loc.dtype)
 
 
 def fill_bonus_tokens_cpu(accept_tokens, accept_lens, bonus_tokens, accept_stride):
@@ -92,29 +91,73 @@ def copy_all_layer_kv_cache_cpu(data_ptrs, strides, tgt_loc, src_loc):
             ctypes.memmove(base + t * stride, row, stride)
 
 
-def build_tree_kernel_efficient_cpu(parent_list, selected_index, verified_seq_len, tree_mask,
-                                    positions, retrive_index, retrive_next_token,
-                                    retrive_next_sibling, topk, depth, draft_token_num,
-                                    tree_mask_mode):
+def build_tree_kernel_efficient_cpu(
+    parent_list,
+    selected_index,
+    verified_seq_len,
+    tree_mask,
+    positions,
+    retrive_index,
+    retrive_next_token,
+    retrive_next_sibling,
+    topk,
+    depth,
+    draft_token_num,
+    tree_mask_mode,
+):
     """Same contract as the CUDA ``build_tree_kernel_efficient``: the existing reference."""
     tree_kernels.build_tree_kernel_efficient(
-        parent_list, selected_index, verified_seq_len, tree_mask, positions, retrive_index,
-        retrive_next_token, retrive_next_sibling, topk, depth, draft_token_num, tree_mask_mode)
+        parent_list,
+        selected_index,
+        verified_seq_len,
+        tree_mask,
+        positions,
+        retrive_index,
+        retrive_next_token,
+        retrive_next_sibling,
+        topk,
+        depth,
+        draft_token_num,
+        tree_mask_mode,
+    )
 
 
-def verify_tree_greedy_cpu(predicts, accept_index, accept_token_num, candidates, retrive_index,
-                           retrive_next_token, retrive_next_sibling, target_predict):
+def verify_tree_greedy_cpu(
+    predicts,
+    accept_index,
+    accept_token_num,
+    candidates,
+    retrive_index,
+    retrive_next_token,
+    retrive_next_sibling,
+    target_predict,
+):
     """Same contract as the CUDA ``verify_tree_greedy``: the existing reference."""
     tree_kernels.verify_tree_greedy(
-        predicts=predicts, accept_index=accept_index, accept_token_num=accept_token_num,
-        candidates=candidates, retrive_index=retrive_index, retrive_next_token=retrive_next_token,
-        retrive_next_sibling=retrive_next_sibling, target_predict=target_predict)
+        predicts=predicts,
+        accept_index=accept_index,
+        accept_token_num=accept_token_num,
+        candidates=candidates,
+        retrive_index=retrive_index,
+        retrive_next_token=retrive_next_token,
+        retrive_next_sibling=retrive_next_sibling,
+        target_predict=target_predict,
+    )
 
 
-REFERENCES = {f.__name__: f for f in (
-    assign_req_to_token_pool_cpu, assign_extend_cache_locs_cpu,
-    assign_draft_cache_locs_contiguous_cpu, fill_bonus_tokens_cpu, fill_accept_out_cache_loc_cpu,
-    copy_all_layer_kv_cache_cpu, build_tree_kernel_efficient_cpu, verify_tree_greedy_cpu)}
+REFERENCES = {
+    f.__name__: f
+    for f in (
+        assign_req_to_token_pool_cpu,
+        assign_extend_cache_locs_cpu,
+        assign_draft_cache_locs_contiguous_cpu,
+        fill_bonus_tokens_cpu,
+        fill_accept_out_cache_loc_cpu,
+        copy_all_layer_kv_cache_cpu,
+        build_tree_kernel_efficient_cpu,
+        verify_tree_greedy_cpu,
+    )
+}
 
 
 def install(sgl_kernel, torch) -> list[str]:

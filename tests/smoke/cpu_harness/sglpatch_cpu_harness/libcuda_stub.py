@@ -48,8 +48,7 @@ def native_libraries(site_packages: Path) -> list[Path]:
 def imported_driver_symbols(libraries: list[Path]) -> list[str]:
     symbols: set[str] = set(BASELINE)
     for lib in libraries:
-        out = subprocess.run(["nm", "-D", "--undefined-only", str(lib)],
-                             capture_output=True, text=True, check=True)
+        out = subprocess.run(["nm", "-D", "--undefined-only", str(lib)], capture_output=True, text=True, check=True)
         for line in out.stdout.splitlines():
             name = line.split()[-1] if line.split() else ""
             if _DRIVER_SYMBOL.match(name):
@@ -76,20 +75,24 @@ def build_stub(site_packages: Path, out_dir: Path, venv_key: str) -> Path:
         return target
     for tool in ("gcc", "nm", "readelf"):
         if shutil.which(tool) is None:
-            raise RuntimeError(f"the CPU harness needs '{tool}' to build its stub libcuda.so.1 "
-                               f"(apt-get install gcc binutils)")
+            raise RuntimeError(
+                f"the CPU harness needs '{tool}' to build its stub libcuda.so.1 (apt-get install gcc binutils)"
+            )
     libraries = native_libraries(site_packages)
     if not libraries:
-        raise RuntimeError(f"no library under {site_packages} links libcuda.so.1; "
-                           "is this SGLang's runtime venv?")
+        raise RuntimeError(f"no library under {site_packages} links libcuda.so.1; is this SGLang's runtime venv?")
     source = stub_source(imported_driver_symbols(libraries))
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
         src = Path(tmp) / "libcuda_stub.c"
         src.write_text(source)
         built = Path(tmp) / SONAME
-        subprocess.run(["gcc", "-shared", "-fPIC", "-O1", f"-Wl,-soname,{SONAME}",
-                        "-o", str(built), str(src)], check=True, capture_output=True, text=True)
+        subprocess.run(
+            ["gcc", "-shared", "-fPIC", "-O1", f"-Wl,-soname,{SONAME}", "-o", str(built), str(src)],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
         os.replace(src, target.parent / "libcuda_stub.c")
         os.replace(built, target)
     return target

@@ -98,11 +98,16 @@ def _wrap_cuda_graph_runner(module):
 def activate() -> None:
     if "sglang" in sys.modules:
         raise RuntimeError("observer activated after sglang was imported")
-    sys.meta_path.insert(0, _AfterImport({
-        "sglang.srt.model_executor.model_runner": _wrap_model_runner,
-        "sglang.srt.model_executor.cuda_graph_runner": _wrap_cuda_graph_runner,  # 0.5.9
-        "sglang.srt.model_executor.runner.decode_cuda_graph_runner": _wrap_cuda_graph_runner,  # 0.5.23
-    }))
+    sys.meta_path.insert(
+        0,
+        _AfterImport(
+            {
+                "sglang.srt.model_executor.model_runner": _wrap_model_runner,
+                "sglang.srt.model_executor.cuda_graph_runner": _wrap_cuda_graph_runner,  # 0.5.9
+                "sglang.srt.model_executor.runner.decode_cuda_graph_runner": _wrap_cuda_graph_runner,  # 0.5.23
+            }
+        ),
+    )
 
 
 def read(path) -> list[dict]:

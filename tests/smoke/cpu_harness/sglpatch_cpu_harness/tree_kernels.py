@@ -57,7 +57,8 @@ def build_tree_kernel_efficient(
 ) -> None:
     if int(tree_mask_mode) != FULL_MASK:
         raise NotImplementedError(
-            f"CPU harness: tree mask mode {int(tree_mask_mode)} (only FULL_MASK = 0 is implemented)")
+            f"CPU harness: tree mask mode {int(tree_mask_mode)} (only FULL_MASK = 0 is implemented)"
+        )
     n = draft_token_num
     seq_lens = [int(x) for x in verified_seq_len.tolist()]
     bs = len(seq_lens)
@@ -90,8 +91,9 @@ def build_tree_kernel_efficient(
                 mask[row + seq_len + cur] = True
                 cur = parent_of[cur]
             if cur is None:
-                warnings.warn("CPU harness: invalid EAGLE tree, a draft token's parent was not "
-                              "selected (NaN logprobs?)")
+                warnings.warn(
+                    "CPU harness: invalid EAGLE tree, a draft token's parent was not selected (NaN logprobs?)"
+                )
             pos_out[b * n + p] = seq_len + depth_p
 
         for p in range(n - 1, 0, -1):
@@ -105,8 +107,13 @@ def build_tree_kernel_efficient(
         r_index[b][0] = b * n
         offset += width * n
 
-    for out, values in ((tree_mask, mask), (positions, pos_out), (retrive_index, r_index),
-                        (retrive_next_token, r_next), (retrive_next_sibling, r_sib)):
+    for out, values in (
+        (tree_mask, mask),
+        (positions, pos_out),
+        (retrive_index, r_index),
+        (retrive_next_token, r_next),
+        (retrive_next_sibling, r_sib),
+    ):
         out.copy_(out.new_tensor(values))
 
 
