@@ -249,3 +249,63 @@ def test_a_private_name_from_another_package_is_found_and_one_from_its_own_is_no
 def test_a_module_outside_every_layer_is_found(tmp_path):
     modules, _ = _toy(tmp_path, {"pkg/__init__.py": "", "pkg/low/a.py": "", "pkg/stray.py": ""})
     assert unlayered(modules, [["pkg.low"]]) == ["pkg", "pkg.stray"]
+
+
+# ---------------------------------------------------------------- tests you can find by name
+
+# Modules whose tests live in files named for something else (a command, a behaviour across
+# modules): each one should get a test file of its own name; the list may only shrink.
+TESTED_UNDER_OTHER_NAMES = {
+    "sglpatch/cli/check.py",
+    "sglpatch/cli/common.py",
+    "sglpatch/cli/importing.py",
+    "sglpatch/cli/main.py",
+    "sglpatch/cli/queue_commands.py",
+    "sglpatch/cli/rehearse.py",
+    "sglpatch/errors.py",
+    "sglpatch/lock.py",
+    "sglpatch/output.py",
+    "sglpatch/git/env.py",
+    "sglpatch/git/repo.py",
+    "sglpatch/git/run.py",
+    "sglpatch/queue/changelog.py",
+    "sglpatch/queue/hunks.py",
+    "sglpatch/queue/prepare.py",
+    "sglpatch/queue/rehearse.py",
+    "sglpatch/queue/snapshot.py",
+    "sglpatch/ship/dockerfile.py",
+    "sglpatch/ship/manifests.py",
+    "sglpatch/ship/sbom.py",
+    "sglpatch/upstream/artifacts.py",
+    "sglpatch/upstream/mirror.py",
+    "sglpatch/upstream/trees.py",
+}
+
+
+def modules_without_a_test_of_their_name(root: Path) -> set[str]:
+    """A module sglpatch/PKG/[STAGE/]NAME.py is found by a test file under tests/ named after its
+    name, the first word of its name (rebase_state.py: test_rebase*), its stage or, in the
+    contract checker, the package (tests/contract/test_contract*.py run each stage on real trees)."""
+    tests = [p.stem for p in (root / "tests").rglob("test_*.py")]
+    missing = set()
+    for path in (root / "sglpatch").rglob("*.py"):
+        if path.name in ("__init__.py", "__main__.py"):
+            continue
+        parts = path.relative_to(root).parts
+        names = {path.stem, path.stem.split("_")[0], *parts[2:-1]}
+        if parts[1] == "contract":
+            names.add("contract")
+        if not any(t.startswith(f"test_{n}") for t in tests for n in names):
+            missing.add("/".join(parts))
+    return missing
+
+
+def test_every_module_has_tests_named_after_it_or_is_listed():
+    assert modules_without_a_test_of_their_name(REPO_ROOT) == TESTED_UNDER_OTHER_NAMES
+
+
+def test_a_module_without_a_test_of_its_name_is_found(tmp_path):
+    for rel in ("sglpatch/queue/rebase_state.py", "sglpatch/queue/orphan.py", "tests/queue/test_rebase.py"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("")
+    assert modules_without_a_test_of_their_name(tmp_path) == {"sglpatch/queue/orphan.py"}

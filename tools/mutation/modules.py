@@ -71,15 +71,15 @@ MODULE_TESTS = {
         "tests/queue/test_rebase.py",
         "tests/queue/test_rebase_verdicts.py",
         "tests/queue/test_rebase_releases.py",
-        "tests/cli/test_cli.py",
+        "tests/cli/test_parser.py",
         "tests/queue/test_reliability.py",
         "tests/queue/test_rebase_leftovers.py",
     ],
-    "sglpatch/queue/patch_queue.py": ["tests/queue/test_queue.py", "tests/queue/test_queue_stateful.py"],
+    "sglpatch/queue/patch_queue.py": ["tests/queue/test_patch_queue.py", "tests/queue/test_patch_queue_stateful.py"],
     "sglpatch/queue/series.py": [
         "tests/queue/test_series.py",
         "tests/patches/test_series_content.py",
-        "tests/queue/test_import.py",
+        "tests/queue/test_importer.py",
     ],
     "sglpatch/queue/line.py": [
         "tests/queue/test_lines.py",
@@ -105,7 +105,7 @@ MODULE_TESTS = {
         "tests/git/test_diffheader.py",
         "tests/queue/test_series.py",
         "tests/queue/test_rebase.py",
-        "tests/queue/test_queue.py",
+        "tests/queue/test_patch_queue.py",
     ],
     # every git command of the tool runs in git_env, so every test of the queue reaches it; these are
     # the ones that read what it changes (a maintainer's configuration ignored, the work tree's pinned,
@@ -113,7 +113,7 @@ MODULE_TESTS = {
     # Whole files took about an hour, most of it the equivalents running every kill test.
     "sglpatch/git/env.py": [
         *(
-            f"tests/queue/test_queue.py::test_{name}"
+            f"tests/queue/test_patch_queue.py::test_{name}"
             for name in (
                 "the_maintainers_global_and_system_git_configuration_is_not_read",
                 "no_setting_of_the_work_repositorys_own_configuration_changes_a_patch_or_a_hunk_read",

@@ -36,7 +36,7 @@ CI runs 20 examples of up to 12 steps each (SGLPATCH_STATEFUL_EXAMPLES, SGLPATCH
 about 30-60 s on 2 cores when it passes; a failure adds up to ~5 minutes of shrinking to the shortest
 failing sequence. To run it longer::
 
-    SGLPATCH_STATEFUL_EXAMPLES=500 SGLPATCH_STATEFUL_STEPS=30 python -m pytest tests/test_queue_stateful.py
+    SGLPATCH_STATEFUL_EXAMPLES=500 SGLPATCH_STATEFUL_STEPS=30 python -m pytest tests/test_patch_queue_stateful.py
 
 A failure prints the shrunk sequence of steps; ``--hypothesis-seed=N`` replays a run.
 """
