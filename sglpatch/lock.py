@@ -13,10 +13,10 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import sys
 from pathlib import Path
 
 from sglpatch.errors import UserError
+from sglpatch.output import say
 
 _HELD: dict[Path, list] = {}  # lock file -> [open file, depth]
 
@@ -72,7 +72,7 @@ def _acquire(fh, path: Path, what: str, wait: bool, where: str) -> None:
         raise UserError(
             f"cannot run {what} now: {holder}", f"wait for it to finish, then rerun (lock: {path})"
         ) from None
-    print(f"waiting: {holder}", file=sys.stderr, flush=True)
+    say(f"waiting: {holder}")
     fcntl.lockf(fh, fcntl.LOCK_EX)
 
 

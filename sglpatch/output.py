@@ -34,6 +34,23 @@ def error(message: str) -> None:
     print(f"error: {message}", file=sys.stderr, flush=True)
 
 
+def figure(text: str) -> None:
+    """A figure that rewrites itself in place (a download's percentage): a terminal only."""
+    if sys.stderr.isatty():
+        print(f"\r{text}", end="", file=sys.stderr, flush=True)
+
+
+def figure_done() -> None:
+    """Ends the line ``figure`` rewrote."""
+    if sys.stderr.isatty():
+        print(file=sys.stderr)
+
+
+def relay(line: str) -> None:
+    """A line of a child process's own output (docker build), passed on as it came."""
+    sys.stderr.write(line)
+
+
 def result(data: dict, text: str, *, as_json: bool) -> None:
     """A command's result on stdout: ``data`` as JSON with ``--json``, else ``text``."""
     print(json.dumps(data, indent=2) if as_json else text)

@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 from sglpatch.errors import UserError
+from sglpatch.output import say, warn
 from sglpatch.queue.patch_queue import PatchQueue
 from sglpatch.queue.series import Series, read_series, trailer_problems
 from sglpatch.queue.transaction import transaction
 from sglpatch.upstream import source
 from sglpatch.upstream.pin import Pin, read_pin
-
-
-def say(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
 
 
 def validate(series: Series) -> None:
@@ -38,7 +34,7 @@ def prepare_tree(root: Path, gate: bool = False) -> tuple[Pin, Series, str, Patc
     else:
         for patch in series.patches:
             if problems := trailer_problems(patch):
-                say(f"warning: patch {patch.name}: {'; '.join(problems)} (the build refuses it until then)")
+                warn(f"patch {patch.name}: {'; '.join(problems)} (the build refuses it until then)")
     say(f"upstream: SGLang {pin.version} ({pin.commit or 'no commit pinned'})")
     base = source.prepare(pin, root)
     queue = PatchQueue(root)

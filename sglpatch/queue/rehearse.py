@@ -17,8 +17,8 @@ from pathlib import Path
 from packaging.version import Version
 
 from sglpatch.cache import cache_dir
+from sglpatch.output import say
 from sglpatch.queue.line import line_of
-from sglpatch.queue.prepare import say
 from sglpatch.queue.rebase import start
 from sglpatch.queue.series import read_series
 from sglpatch.queue.snapshot import write_file

@@ -12,13 +12,13 @@ import email.errors
 import email.header
 import hashlib
 import re
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
+from sglpatch import output
 from sglpatch.errors import UserError
 from sglpatch.git.diffheader import sections, unprefixed_lines
 from sglpatch.upstream.pin import decode_utf8, validate_version
@@ -193,15 +193,14 @@ def read_series(root: Path, *, warn=None) -> Series:
         )
     )
     for name in stray:
-        (warn or _warn)(
-            f"warning: {PATCH_DIR}/{name} is not in the series and is ignored; "
-            f"add it to {PATCH_DIR}/{SERIES_FILE} or delete it"
+        message = (
+            f"{PATCH_DIR}/{name} is not in the series and is ignored; add it to {PATCH_DIR}/{SERIES_FILE} or delete it"
         )
+        if warn:
+            warn(f"warning: {message}")
+        else:
+            output.warn(message)
     return Series(root, tuple(patches), stray)
-
-
-def _warn(message: str) -> None:
-    print(message, file=sys.stderr)
 
 
 # What git's mailinfo takes as the author's address: <...> with something inside, or a bare

@@ -7,7 +7,8 @@ from pathlib import Path
 
 from sglpatch.contract import checks
 from sglpatch.errors import UserError
-from sglpatch.queue.prepare import prepare_tree, say
+from sglpatch.output import say
+from sglpatch.queue.prepare import prepare_tree
 from sglpatch.queue.series import Series
 from sglpatch.ship.wheel import build_overlay
 from sglpatch.upstream import source

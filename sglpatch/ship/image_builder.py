@@ -11,7 +11,6 @@ import re
 import shlex
 import signal
 import subprocess
-import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +19,7 @@ from packaging.version import Version
 
 from sglpatch.errors import UserError
 from sglpatch.lock import line_lock
-from sglpatch.output import say
+from sglpatch.output import relay, say
 from sglpatch.ship import registry, sbom
 from sglpatch.ship.image_plan import ImagePlan, assemble_context
 
@@ -141,7 +140,7 @@ def stream(argv: list[str], *, cwd: Path, env: dict[str, str], keep: int = 400) 
     assert proc.stdout is not None  # stdout=PIPE
     try:
         for line in proc.stdout:
-            sys.stderr.write(line)
+            relay(line)
             tail.append(line.rstrip("\n"))
         return proc.wait(), list(tail)
     except BaseException:

@@ -20,6 +20,7 @@ from packaging.version import Version
 
 from sglpatch.cache import cache_dir
 from sglpatch.errors import UserError
+from sglpatch.output import figure, figure_done
 from sglpatch.upstream.pin import Artifact, Pin, validate_version
 
 DEFAULT_INDEX = "https://pypi.org/simple"
@@ -217,12 +218,9 @@ def verify(path: Path, sha256: str, source: str) -> None:
 
 
 def _progress(label: str, done: int, total: int) -> None:
-    if sys.stderr.isatty():
-        figure = f"{done * 100 // total}%" if total else f"{done >> 20} MiB"
-        print(f"\r{label}: {figure}", end="", file=sys.stderr, flush=True)
+    figure(f"{label}: {done * 100 // total}%" if total else f"{label}: {done >> 20} MiB")
 
 
 def _progress_done() -> None:
-    if sys.stderr.isatty():
-        print(file=sys.stderr)
+    figure_done()
 
