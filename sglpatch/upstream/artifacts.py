@@ -9,7 +9,6 @@ import hashlib
 import json
 import os
 import re
-import sys
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
@@ -59,14 +58,14 @@ def _index_listing() -> dict:
             return json.load(response)
     except (urllib.error.URLError, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", exc)
-        raise UserError(f"cannot reach the package index {url} ({reason})",
-                        "connect to PyPI once so the artifact can be cached") from None
+        raise UserError(
+            f"cannot reach the package index {url} ({reason})", "connect to PyPI once so the artifact can be cached"
+        ) from None
 
 
 def released_versions() -> list[str]:
     """Every final (non pre-release) SGLang release on the index, oldest first."""
-    found = {_filename_version(f["filename"]) for f in _index_listing().get("files", [])
-             if not f.get("yanked")}
+    found = {_filename_version(f["filename"]) for f in _index_listing().get("files", []) if not f.get("yanked")}
     return [str(v) for v in sorted(v for v in found if v is not None and not v.is_prerelease)]
 
 
@@ -95,8 +94,10 @@ def _choose(files: list[RemoteFile], kind: str) -> RemoteFile | None:
     if kind == "sdist":
         return next((f for f in files if f.filename.endswith(".tar.gz")), None)
     if kind.startswith("wheel-"):
-        return next((f for f in files if (m := _CPYTHON_X86_64.search(f.filename))
-                     and m.group(1) == kind[len("wheel-"):]), None)
+        return next(
+            (f for f in files if (m := _CPYTHON_X86_64.search(f.filename)) and m.group(1) == kind[len("wheel-") :]),
+            None,
+        )
     if kind != "wheel":
         raise ValueError(f"unknown artifact kind {kind!r}")
     for tag in PREFERRED_WHEEL_TAGS:
@@ -139,8 +140,10 @@ def release_artifact(version: str, kind: str, pin: Pin | None = None) -> Path | 
     if remote is None:
         return None
     if expected is not None and remote.filename != expected.filename:
-        raise UserError(f"the index offers {remote.filename} but the pin names {expected.filename}",
-                        "correct the artifact file name in upstream.toml")
+        raise UserError(
+            f"the index offers {remote.filename} but the pin names {expected.filename}",
+            "correct the artifact file name in upstream.toml",
+        )
     want = expected.sha256 if expected else remote.sha256
     target = store / remote.filename
     if not target.exists():
@@ -155,9 +158,14 @@ def wheel_kinds(version: str) -> list[str]:
     primary = _find_remote(version, "wheel")
     if primary is None:
         return []
-    others = sorted({m.group(1) for f in _CACHED_LISTING[version]
-                     if (m := _CPYTHON_X86_64.search(f.filename)) and f.filename != primary.filename},
-                    key=lambda tag: int(tag[3:]))
+    others = sorted(
+        {
+            m.group(1)
+            for f in _CACHED_LISTING[version]
+            if (m := _CPYTHON_X86_64.search(f.filename)) and f.filename != primary.filename
+        },
+        key=lambda tag: int(tag[3:]),
+    )
     if primary.filename.endswith("-py3-none-any.whl"):
         return ["wheel"]
     return ["wheel", *(f"wheel-{tag}" for tag in others)]
@@ -179,8 +187,9 @@ def _find_remote(version: str, kind: str) -> RemoteFile | None:
         _CACHED_LISTING[version] = _index_files(version)
     files = _CACHED_LISTING[version]
     if not files:
-        raise UserError(f"SGLang {version} is not on the package index",
-                        "name a released version (see `pip index versions sglang`)")
+        raise UserError(
+            f"SGLang {version} is not on the package index", "name a released version (see `pip index versions sglang`)"
+        )
     return _choose(files, kind)
 
 
@@ -197,8 +206,9 @@ def _download(remote: RemoteFile, target: Path) -> None:
     except (urllib.error.URLError, OSError) as exc:
         partial.unlink(missing_ok=True)
         reason = getattr(exc, "reason", exc)
-        raise UserError(f"download of {remote.filename} failed ({reason})",
-                        "check the connection to PyPI and rerun") from None
+        raise UserError(
+            f"download of {remote.filename} failed ({reason})", "check the connection to PyPI and rerun"
+        ) from None
     finally:
         _progress_done()
     partial.replace(target)
@@ -211,10 +221,15 @@ def verify(path: Path, sha256: str, source: str) -> None:
     if actual != sha256:
         bad = path.with_name(path.name + ".sha256-mismatch")
         path.replace(bad)
-        fix = (f"correct the sha256 of {path.name} in {PIN_SOURCE} if it is wrong; else rerun to "
-               "download the file again" if source == PIN_SOURCE else "rerun to download it again")
-        raise UserError(f"checksum mismatch for {path.name}: {source} says {sha256}, the file has {actual}",
-                        f"{fix} (the file was moved aside to {bad})")
+        fix = (
+            f"correct the sha256 of {path.name} in {PIN_SOURCE} if it is wrong; else rerun to download the file again"
+            if source == PIN_SOURCE
+            else "rerun to download it again"
+        )
+        raise UserError(
+            f"checksum mismatch for {path.name}: {source} says {sha256}, the file has {actual}",
+            f"{fix} (the file was moved aside to {bad})",
+        )
 
 
 def _progress(label: str, done: int, total: int) -> None:
@@ -223,4 +238,3 @@ def _progress(label: str, done: int, total: int) -> None:
 
 def _progress_done() -> None:
     figure_done()
-

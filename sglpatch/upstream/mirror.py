@@ -58,8 +58,12 @@ def open_mirror() -> Repo:
 
 def mirror_lock(version: str):
     """One importer at a time: two processes importing into one mirror must not interleave."""
-    return exclusive(cache_dir() / "mirror.lock", f"import of SGLang {version}", wait=True,
-                     where=f"on the shared cache {cache_dir()}")
+    return exclusive(
+        cache_dir() / "mirror.lock",
+        f"import of SGLang {version}",
+        wait=True,
+        where=f"on the shared cache {cache_dir()}",
+    )
 
 
 @contextlib.contextmanager
@@ -68,9 +72,10 @@ def mirror_errors():
     try:
         yield
     except AnyGitError as exc:
-        raise UserError(f"the git mirror {mirror_path()} is corrupt ({_git_reason(exc)})",
-                        f"clear it with `rm -rf {mirror_path()}` and rerun (releases are imported "
-                        "again from the cached artifacts)") from None
+        raise UserError(
+            f"the git mirror {mirror_path()} is corrupt ({_git_reason(exc)})",
+            f"clear it with `rm -rf {mirror_path()}` and rerun (releases are imported again from the cached artifacts)",
+        ) from None
 
 
 def _git_reason(exc: AnyGitError) -> str:
@@ -132,8 +137,10 @@ def _import(mirror: Repo, version: str, pin: Pin | None, submodule: Path | None)
         commit = _import_artifact(mirror, version, pin)
     problem = _commit_problem(mirror, commit)
     if problem:  # the objects were there, so git did not write them again: they are corrupt
-        raise UserError(f"the git mirror {mirror_path()} is corrupt: a fresh import of SGLang {version} "
-                        f"{problem}", f"clear it with `rm -rf {mirror_path()}` and rerun")
+        raise UserError(
+            f"the git mirror {mirror_path()} is corrupt: a fresh import of SGLang {version} {problem}",
+            f"clear it with `rm -rf {mirror_path()}` and rerun",
+        )
     run(mirror, "update-ref", f"refs/tags/{release_tag(version)}", commit)
     return commit
 
@@ -145,8 +152,11 @@ def _verified_tag(mirror: Repo, version: str, pin: Pin | None, pinned: Artifact 
     commit = _tag_commit(mirror, tag)
     if commit is None:
         return None
-    problem = (_commit_problem(mirror, commit) or _format_problem(mirror, commit)
-               or _provenance_problem(mirror, commit, tag, pin, pinned))
+    problem = (
+        _commit_problem(mirror, commit)
+        or _format_problem(mirror, commit)
+        or _provenance_problem(mirror, commit, tag, pin, pinned)
+    )
     if problem is None:
         return commit
     say(f"{tag} in the mirror {problem}: importing it again")
@@ -174,8 +184,10 @@ def _drop_ref(mirror: Repo, ref: str) -> None:
     try:
         run(mirror, "update-ref", "-d", ref)
     except GitError:
-        raise UserError(f"the git mirror {mirror_path()} has a broken {ref} that git cannot delete",
-                        f"clear it with `rm -rf {mirror_path()}` and rerun") from None
+        raise UserError(
+            f"the git mirror {mirror_path()} has a broken {ref} that git cannot delete",
+            f"clear it with `rm -rf {mirror_path()}` and rerun",
+        ) from None
 
 
 def _commit_problem(mirror: Repo, commit: str) -> str | None:
@@ -189,10 +201,10 @@ def _commit_problem(mirror: Repo, commit: str) -> str | None:
         listing = run(mirror, "ls-tree", "-r", "--full-tree", commit)
     except GitError:
         return f"points to a commit {commit[:12]} whose objects are missing or corrupt"
-    blobs = [fields[2] for line in listing.splitlines()
-             if len(fields := line.split(None, 3)) == 4 and fields[1] == "blob"]
-    checked = run_git(["--git-dir", str(git_dir(mirror)), "cat-file", "--batch-check"],
-                      input="\n".join(blobs) + "\n")
+    blobs = [
+        fields[2] for line in listing.splitlines() if len(fields := line.split(None, 3)) == 4 and fields[1] == "blob"
+    ]
+    checked = run_git(["--git-dir", str(git_dir(mirror)), "cat-file", "--batch-check"], input="\n".join(blobs) + "\n")
     missing = sum(line.endswith(" missing") for line in checked.stdout.splitlines())
     if checked.returncode != 0 or missing:
         return f"points to a commit {commit[:12]} whose tree lacks {missing or 'some'} file objects"
@@ -213,8 +225,7 @@ def _format_problem(mirror: Repo, commit: str) -> str | None:
     return None
 
 
-def _provenance_problem(mirror: Repo, commit: str, tag: str, pin: Pin | None,
-                        pinned: Artifact | None) -> str | None:
+def _provenance_problem(mirror: Repo, commit: str, tag: str, pin: Pin | None, pinned: Artifact | None) -> str | None:
     """Why ``commit`` is not made from what the pin names, or None. Raises when the pin's sha256
     disagrees with the artifact the commit was verifiably made from and no cached file settles it."""
     if pin is None or pinned is None or (pin.commit and commit == pin.commit):
@@ -229,10 +240,12 @@ def _provenance_problem(mirror: Repo, commit: str, tag: str, pin: Pin | None,
         return None
     if (cache_dir() / "artifacts" / pinned.filename).exists():  # verified against the pin above
         return f"was imported from a {name} with sha256 {sha256}, not the pinned {pinned.sha256}"
-    raise UserError(f"checksum mismatch for {name}: {PIN_SOURCE} says {pinned.sha256}, but {tag} in the "
-                    f"mirror was imported from a {name} verified as {sha256}",
-                    f"correct the sha256 of [upstream.artifacts.{pinned.kind}] in {PIN_SOURCE}; if it is "
-                    f"right, clear the mirror's tag with `git -C {mirror_path()} tag -d {tag}` and rerun")
+    raise UserError(
+        f"checksum mismatch for {name}: {PIN_SOURCE} says {pinned.sha256}, but {tag} in the "
+        f"mirror was imported from a {name} verified as {sha256}",
+        f"correct the sha256 of [upstream.artifacts.{pinned.kind}] in {PIN_SOURCE}; if it is "
+        f"right, clear the mirror's tag with `git -C {mirror_path()} tag -d {tag}` and rerun",
+    )
 
 
 def _submodule_at(path: Path, pin: Pin) -> bool:
@@ -251,8 +264,9 @@ def _import_artifact(mirror: Repo, version: str, pin: Pin | None) -> str:
     else:
         artifact = release_artifact(version, "sdist", pin) or release_artifact(version, "wheel", pin)
     if artifact is None:
-        raise UserError(f"SGLang {version} has neither an sdist nor a usable wheel on the index",
-                        "pick another release")
+        raise UserError(
+            f"SGLang {version} has neither an sdist nor a usable wheel on the index", "pick another release"
+        )
     with tempfile.TemporaryDirectory(prefix="sglpatch-import-") as tmp:
         # The scratch index goes beside the tree, inside tmp: never a shared /tmp/index.
         tree = Path(tmp) / "tree"
@@ -291,17 +305,20 @@ def _extract(artifact: Path, dest: Path) -> None:
 
 
 def _outside(artifact: Path, member: str, why: str) -> UserError:
-    return UserError(f"{artifact.name} holds {member}, which would be written outside its tree{why}",
-                     "pin another release of SGLang, or the other artifact of this one")
+    return UserError(
+        f"{artifact.name} holds {member}, which would be written outside its tree{why}",
+        "pin another release of SGLang, or the other artifact of this one",
+    )
 
 
 def _commit_tree(mirror: Repo, tree: Path, version: str, artifact: Path) -> str:
     # A scratch index keeps the bare mirror's own state untouched.
-    with pinned_env(mirror, date="2000-01-01T00:00:00+00:00", GIT_WORK_TREE=str(tree),
-                    GIT_INDEX_FILE=str(tree.parent / "index")):
+    with pinned_env(
+        mirror, date="2000-01-01T00:00:00+00:00", GIT_WORK_TREE=str(tree), GIT_INDEX_FILE=str(tree.parent / "index")
+    ):
         run(mirror, "add", "--all", "--force", ".")
         tree_sha = run(mirror, "write-tree")
-        message = (f"SGLang {version}\n\nImported from PyPI: {artifact.name}\n"
-                   f"sha256: {file_sha256(artifact)}\n" + (WHEEL_FORMAT if artifact.suffix == ".whl" else ""))
+        message = f"SGLang {version}\n\nImported from PyPI: {artifact.name}\nsha256: {file_sha256(artifact)}\n" + (
+            WHEEL_FORMAT if artifact.suffix == ".whl" else ""
+        )
         return run(mirror, "commit-tree", tree_sha, "-m", message)
-

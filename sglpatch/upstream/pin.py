@@ -25,12 +25,12 @@ PIN_FILE = "upstream.toml"
 
 # ---------------------------------------------------------------- versions
 
+
 def validate_version(version: str) -> Version:
     try:
         return Version(version)
     except (InvalidVersion, TypeError):
-        raise UserError(f"'{version}' is not a PEP 440 version",
-                        "name an SGLang release such as 0.5.9") from None
+        raise UserError(f"'{version}' is not a PEP 440 version", "name an SGLang release such as 0.5.9") from None
 
 
 def same_version(a: str, b: str) -> bool:
@@ -39,6 +39,7 @@ def same_version(a: str, b: str) -> bool:
 
 
 # ---------------------------------------------------------------- the pin
+
 
 @dataclass(frozen=True)
 class Artifact:
@@ -87,14 +88,16 @@ class Pin:
     @property
     def wheels(self) -> tuple[Artifact, ...]:
         """Every pinned wheel, "wheel" first: an overlay wheel is built from each."""
-        return tuple(sorted((a for a in self.artifacts if a.kind == "wheel" or a.kind.startswith("wheel-")),
-                            key=lambda a: a.kind != "wheel"))
+        return tuple(
+            sorted(
+                (a for a in self.artifacts if a.kind == "wheel" or a.kind.startswith("wheel-")),
+                key=lambda a: a.kind != "wheel",
+            )
+        )
 
-    def with_release(self, version: str, tag: str, commit: str | None,
-                     artifacts: tuple[Artifact, ...]) -> Pin:
+    def with_release(self, version: str, tag: str, commit: str | None, artifacts: tuple[Artifact, ...]) -> Pin:
         """The pin moved to another upstream release: the series release starts again at 1."""
-        return replace(self, version=version, tag=tag, commit=commit, artifacts=artifacts,
-                       series_release=1)
+        return replace(self, version=version, tag=tag, commit=commit, artifacts=artifacts, series_release=1)
 
 
 # ---------------------------------------------------------------- the schema
@@ -102,13 +105,18 @@ class Pin:
 Check = Callable[[object], "str | None"]  # what is wrong with a value, or None
 Then = Callable[[Any], "str | None"]  # what is wrong with a value already of Typed's ``kind``, or None
 
-_TYPE_NAMES = ((bool, "a boolean"), (int, "an integer"), (float, "a float"), (str, "a string"),
-               (list, "an array"), (dict, "a table"))
+_TYPE_NAMES = (
+    (bool, "a boolean"),
+    (int, "an integer"),
+    (float, "a float"),
+    (str, "a string"),
+    (list, "an array"),
+    (dict, "a table"),
+)
 
 
 def _type_name(value: object) -> str:
-    return next((name for kind, name in _TYPE_NAMES if isinstance(value, kind)),
-                f"a {type(value).__name__}")
+    return next((name for kind, name in _TYPE_NAMES if isinstance(value, kind)), f"a {type(value).__name__}")
 
 
 @dataclass(frozen=True)
@@ -184,51 +192,74 @@ SCHEMA: dict[str, dict[str, Rule]] = {
         "image": Rule(TABLE, "write [image] as a table: flashinfer"),
     },
     "upstream": {
-        "repo": Rule(Matching(r"(https?|ssh|git|file)://\S+|[\w.-]+@[\w.-]+:\S+", "a repository URL"),
-                     'write the upstream repository, e.g. "https://github.com/sgl-project/sglang"',
-                     required=True),
-        "version": Rule(Typed(str, "a string", _release_version),
-                        'write the SGLang release, e.g. version = "0.5.9"', required=True),
-        "tag": Rule(Matching(r"[A-Za-z0-9][A-Za-z0-9._+-]*", "a git tag name"),
-                    'write the release tag, e.g. tag = "v0.5.9"', required=True),
-        "commit": Rule(Matching(r"|[0-9a-fA-F]{40}", "empty or 40 hex digits"),
-                       'write the full hash of the tag\'s commit (40 hex digits), or commit = ""'),
+        "repo": Rule(
+            Matching(r"(https?|ssh|git|file)://\S+|[\w.-]+@[\w.-]+:\S+", "a repository URL"),
+            'write the upstream repository, e.g. "https://github.com/sgl-project/sglang"',
+            required=True,
+        ),
+        "version": Rule(
+            Typed(str, "a string", _release_version), 'write the SGLang release, e.g. version = "0.5.9"', required=True
+        ),
+        "tag": Rule(
+            Matching(r"[A-Za-z0-9][A-Za-z0-9._+-]*", "a git tag name"),
+            'write the release tag, e.g. tag = "v0.5.9"',
+            required=True,
+        ),
+        "commit": Rule(
+            Matching(r"|[0-9a-fA-F]{40}", "empty or 40 hex digits"),
+            'write the full hash of the tag\'s commit (40 hex digits), or commit = ""',
+        ),
         "artifacts": Rule(TABLE, "write one [upstream.artifacts.KIND] table per PyPI file"),
     },
     "upstream.artifacts": {
         "*": Rule(TABLE, "write [upstream.artifacts.KIND] with filename and sha256"),
     },
     "upstream.artifacts.*": {
-        "filename": Rule(Matching(r"[A-Za-z0-9_][A-Za-z0-9._+-]*", "a plain file name"),
-                         "write the PyPI file's name, e.g. sglang-0.5.9.tar.gz", required=True),
-        "sha256": Rule(Matching(r"[0-9a-fA-F]{64}", "64 hex digits"),
-                       "copy the file's sha256 from PyPI (or `sha256sum FILE`)", required=True),
+        "filename": Rule(
+            Matching(r"[A-Za-z0-9_][A-Za-z0-9._+-]*", "a plain file name"),
+            "write the PyPI file's name, e.g. sglang-0.5.9.tar.gz",
+            required=True,
+        ),
+        "sha256": Rule(
+            Matching(r"[0-9a-fA-F]{64}", "64 hex digits"),
+            "copy the file's sha256 from PyPI (or `sha256sum FILE`)",
+            required=True,
+        ),
     },
     "series": {
-        "local": Rule(Matching(r"[a-z0-9]+([-_.][a-z0-9]+)*", "a PEP 440 local version label", re.I),
-                      'write letters and digits, e.g. local = "kimi"'),
-        "release": Rule(Typed(int, "an integer", _positive),
-                        "write a positive integer without quotes, e.g. release = 1"),
-        "checks": Rule(Typed(list, "an array", _names),
-                       'write an array of check names, e.g. checks = ["eagle3-capture-wiring"]'),
-        "accepted": Rule(TABLE, "write [series.accepted] as a table: \"SUBJECT\" = \"why\""),
-        "changelog": Rule(Typed(bool, "a boolean"),
-                          "write changelog = true (rebases of this line add CHANGELOG.md entries) or false"),
+        "local": Rule(
+            Matching(r"[a-z0-9]+([-_.][a-z0-9]+)*", "a PEP 440 local version label", re.I),
+            'write letters and digits, e.g. local = "kimi"',
+        ),
+        "release": Rule(
+            Typed(int, "an integer", _positive), "write a positive integer without quotes, e.g. release = 1"
+        ),
+        "checks": Rule(
+            Typed(list, "an array", _names), 'write an array of check names, e.g. checks = ["eagle3-capture-wiring"]'
+        ),
+        "accepted": Rule(TABLE, 'write [series.accepted] as a table: "SUBJECT" = "why"'),
+        "changelog": Rule(
+            Typed(bool, "a boolean"), "write changelog = true (rebases of this line add CHANGELOG.md entries) or false"
+        ),
     },
     "series.accepted": {
         "*": Rule(Typed(str, "a string"), 'write why the finding is accepted: "SUBJECT" = "why"'),
     },
     "image": {
-        "flashinfer": Rule(Typed(str, "a string", _pep440),
-                           'write a flashinfer-python release, e.g. flashinfer = "0.7.2"'),
+        "flashinfer": Rule(
+            Typed(str, "a string", _pep440), 'write a flashinfer-python release, e.g. flashinfer = "0.7.2"'
+        ),
     },
 }
 
 
 # Tables whose keys are names ("*" in SCHEMA): what a name must match, and what to do if not.
 KEY_NAMES: dict[str, tuple[re.Pattern, str, str]] = {
-    "upstream.artifacts": (re.compile(r"sdist|wheel|wheel-cp3\d+"), "is not an artifact kind",
-                           "name it sdist, wheel or wheel-cpXY (e.g. wheel-cp312)"),
+    "upstream.artifacts": (
+        re.compile(r"sdist|wheel|wheel-cp3\d+"),
+        "is not an artifact kind",
+        "name it sdist, wheel or wheel-cpXY (e.g. wheel-cp312)",
+    ),
 }
 
 
@@ -274,14 +305,19 @@ def _consistency(data: dict) -> Iterator[Problem]:
     upstream = data["upstream"]
     version, tag = upstream["version"], upstream["tag"]
     if not _names_version(tag, version):
-        yield Problem(("upstream", "tag"), f"'{tag}' is not the tag of version {version}",
-                      f'write tag = "v{version}" (or fix version)')
+        yield Problem(
+            ("upstream", "tag"),
+            f"'{tag}' is not the tag of version {version}",
+            f'write tag = "v{version}" (or fix version)',
+        )
     for kind, artifact in upstream.get("artifacts", {}).items():
         suffix = ".tar.gz" if kind == "sdist" else ".whl"
         if not artifact["filename"].endswith(suffix):
-            yield Problem(("upstream", "artifacts", kind, "filename"),
-                          f"'{artifact['filename']}' is not a{'n' if kind == 'sdist' else ''} {kind} "
-                          f"(no {suffix})", f"write the name of the release's {kind} on PyPI")
+            yield Problem(
+                ("upstream", "artifacts", kind, "filename"),
+                f"'{artifact['filename']}' is not a{'n' if kind == 'sdist' else ''} {kind} (no {suffix})",
+                f"write the name of the release's {kind} on PyPI",
+            )
 
 
 def _names_version(tag: str, version: str) -> bool:
@@ -292,6 +328,7 @@ def _names_version(tag: str, version: str) -> bool:
 
 
 # ---------------------------------------------------------------- reading
+
 
 def decode_utf8(data: bytes, path: Path, hint: str) -> str:
     """``data`` read from ``path`` as text; invalid UTF-8 is one error naming the line and byte."""
@@ -307,8 +344,10 @@ def _load(path: Path) -> tuple[str, tomlkit.TOMLDocument]:
         data = path.read_bytes()
     except FileNotFoundError:
         if (path.parent / "patches").is_dir():  # a line whose pin is gone, not the wrong directory
-            raise UserError(f"no pin file at {path}: the line lists patches but not the release they apply to",
-                            f"restore it (`git -C {path.parent} checkout -- {path.name}`)") from None
+            raise UserError(
+                f"no pin file at {path}: the line lists patches but not the release they apply to",
+                f"restore it (`git -C {path.parent} checkout -- {path.name}`)",
+            ) from None
         raise UserError(f"no pin file at {path}", "run from the repository root") from None
     text = decode_utf8(data, path, "save the pin file as UTF-8")
     try:
@@ -323,8 +362,7 @@ def _validate(path: Path, text: str, data: dict) -> None:
     problem = next(_problems(data), None) or next(_consistency(data), None)
     if problem:
         line = _line_of(text, problem.key if problem.at is None else problem.at)
-        raise UserError(f"{path}{f':{line}' if line else ''}: {_describe(problem.key)}: {problem.what}",
-                        problem.hint)
+        raise UserError(f"{path}{f':{line}' if line else ''}: {_describe(problem.key)}: {problem.what}", problem.hint)
 
 
 def _describe(key: tuple[str, ...]) -> str:
@@ -370,8 +408,9 @@ def _pin_from(data: dict) -> Pin:
         version=up["version"],
         tag=up["tag"],
         commit=up.get("commit", "").lower() or None,
-        artifacts=tuple(Artifact(kind, a["filename"], a["sha256"].lower())
-                        for kind, a in up.get("artifacts", {}).items()),
+        artifacts=tuple(
+            Artifact(kind, a["filename"], a["sha256"].lower()) for kind, a in up.get("artifacts", {}).items()
+        ),
         series_local=series.get("local", "kimi"),
         series_release=series.get("release", 1),
         required_checks=tuple(series.get("checks", ())),
@@ -382,6 +421,7 @@ def _pin_from(data: dict) -> Pin:
 
 
 # ---------------------------------------------------------------- writing
+
 
 def render_pin(root: Path, pin: Pin) -> str:
     """The pin file with ``pin``'s release, artifacts and series, keeping its comments and layout;

@@ -67,9 +67,12 @@ def _checkout(commit: str, target: Path) -> None:
             tar.extractall(partial, filter="data")
         except tarfile.FilterError as exc:  # only a commit fetched from the submodule can hold one
             _remove(partial)
-            raise UserError(f"the commit {commit[:12]} holds {exc.tarinfo.name}, which a checkout would write "
-                            f"outside its tree ({exc})", "pin a commit of a real release in upstream.toml "
-                            "(or leave the submodule empty: releases are then imported from PyPI)") from None
+            raise UserError(
+                f"the commit {commit[:12]} holds {exc.tarinfo.name}, which a checkout would write "
+                f"outside its tree ({exc})",
+                "pin a commit of a real release in upstream.toml "
+                "(or leave the submodule empty: releases are then imported from PyPI)",
+            ) from None
     count, digest = _tree_digest(partial)
     (partial / STAMP).write_text(f"{commit}\nfiles {count}\nsha256 {digest}\n")
     partial.replace(target)
@@ -115,4 +118,3 @@ def _tree_digest(root: Path) -> tuple[int, str]:
             digest.update(f"{rel}\0{len(data)}\0".encode())
             digest.update(data)
     return count, digest.hexdigest()
-

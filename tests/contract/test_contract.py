@@ -14,10 +14,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from helpers import REPO_ROOT, load_module, make_project, run_cli
-from mini_tree import SRT, make_tree
+from helpers import REPO_ROOT, load_module, make_project
+from mini_tree import PLAIN_WRAPPER, SRT, make_tree, mini  # noqa: F401  (mini is a fixture)
 
-from sglpatch.cli.main import main as cli_main
 from sglpatch.contract import CHECK_NAMES, PATTERNS, check_tree, checks
 from sglpatch.contract.core import Analysis
 from sglpatch.contract.parse.refs import ClassRef
@@ -40,30 +39,6 @@ MINI_REQUIRED = {
     "routed_experts_weights_of_layer",
     "set_eagle3_layers_to_capture",
 }
-PLAIN_WRAPPER = """
-from torch import nn
-from sglang.srt.models.llama import LlamaForCausalLM
-
-
-class PlainVLM(nn.Module):
-    def __init__(self, config, quant_config=None):
-        super().__init__()
-        self.language_model = LlamaForCausalLM(config.text_config, quant_config)
-
-    def forward(self, input_ids, positions, forward_batch):
-        return self.language_model(input_ids, positions, forward_batch)
-
-    def load_weights(self, weights):
-        self.language_model.load_weights(weights)
-
-
-EntryClass = [PlainVLM]
-"""
-
-
-@pytest.fixture
-def mini(tmp_path):
-    return make_tree(tmp_path, {"models/plain_wrapper.py": PLAIN_WRAPPER})
 
 
 def statuses(report, model):
@@ -1129,26 +1104,6 @@ def test_named_checks_are_registered_and_run_on_a_tree(mini):
     assert not checks.run_check("sm12-torch-symm-mem", mini).passed
     with pytest.raises(UserError, match="no model class 'KimiK25ForConditionalGeneration'"):
         checks.run_check("kimi-k25-eagle3-interface", mini)
-
-
-def test_cli_table_json_model_selection_and_errors(mini, tmp_path, capsys):
-    assert cli_main(["check", "--tree", str(mini), "--model", "PlainVLM"]) == 1
-    out = capsys.readouterr().out
-    assert "4 gaps: required by the runtime" in out and "set_eagle3_layers_to_capture" in out
-    assert cli_main(["check", "--tree", str(mini), "--model", "LlamaForCausalLM", "--json"]) == 0
-    data = json.loads(capsys.readouterr().out)
-    assert data["gaps"] == 0 and data["models"][0]["wrapper"] is False
-    assert data["checks"]["sm12-torch-symm-mem"]["passed"] is False
-    # every named check the report does not cover is shown, the aux-layer check too
-    assert list(data["checks"]) == ["sm120-allreduce-fusion-gate", "sm12-torch-symm-mem", "eagle3-aux-layer-resolution"]
-    assert cli_main(["check", "--tree", str(mini), "--all-models", "--json"]) == 1
-    assert [m["name"] for m in json.loads(capsys.readouterr().out)["models"]] == ["PlainVLM"]
-    result = run_cli(REPO_ROOT, "check", "--tree", str(mini), "--model", "NoSuchModel")
-    assert result.returncode == 2 and result.stderr.startswith("error: no model class 'NoSuchModel'")
-    result = run_cli(REPO_ROOT, "check", "--tree", str(tmp_path / "missing"))
-    assert result.returncode == 2 and "no such directory" in result.stderr
-    result = run_cli(tmp_path, "check")  # default: the patched work tree under --root
-    assert result.returncode == 2 and "no patched work tree" in result.stderr
 
 
 def test_recognised_patterns_are_documented():

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 from helpers import REPO_ROOT, run_cli
-from mini_tree import make_tree
-from test_contract import KIMI, PIN, PLAIN_WRAPPER
+from mini_tree import PLAIN_WRAPPER, make_tree
+from test_contract import KIMI, PIN
 
 from sglpatch.contract import check_tree
 from sglpatch.contract.rules.production import LAUNCH_FILE, field_defaults, parse_flags, production_launch

@@ -16,7 +16,6 @@ import git
 import pytest
 from helpers import (
     AUTHOR_ENV,
-    REPO_ROOT,
     LocalIndex,
     assert_one_line_error,
     commit_files,
@@ -31,7 +30,7 @@ from helpers import (
 
 from sglpatch.contract import checks
 from sglpatch.git.env import git_env
-from sglpatch.queue import hunks, rebase
+from sglpatch.queue import rebase
 from sglpatch.queue.line import line_dir
 from sglpatch.queue.patch_queue import PatchQueue
 from sglpatch.queue.series import read_series_names
@@ -822,43 +821,6 @@ def test_dry_run_reports_all_verdicts_and_changes_nothing(env):
     assert not (root / "build").exists()
 
 
-def test_verdicts_per_file_and_per_hunk(env):
-    root = make_repo(env, ["clean", "moved", "conflict", "textual"])
-    report = rebase.start(root, "1.1.0", dry_run=True)
-    files = {p["name"].split("-", 1)[1].removesuffix(".patch"): p["file_verdicts"] for p in report["patches"]}
-    (clean,) = files["clean"]
-    assert (clean["path"], clean["verdict"], [h["verdict"] for h in clean["hunks"]]) == (OTHER, "clean", ["clean"])
-    (moved,) = files["moved"]  # upstream put five lines on top: the hunk applies 5 lines further down
-    assert (moved["verdict"], moved["hunks"][0]["verdict"]) == ("merged", "merged")
-    assert moved["hunks"][0]["detail"].startswith("moved by +5 lines")
-    (conflict,) = files["conflict"]  # upstream rewrote the very line: the hunk's own lines are given
-    assert conflict["verdict"] == "conflict"
-    assert "-line 10" in conflict["hunks"][0]["lines"] and "+line ten" in conflict["hunks"][0]["lines"]
-    assert files["textual"] == [], "obsolete by Drop-When: no file is tried"
-    text = rebase.format_report(report)
-    assert f"    {RUNNER}: merged (1 merged); moved by +5 lines" in text
-    assert f"    {RUNNER}: conflict (1 conflict); does not apply, even three-way; @@ -7" in text
-
-
-def test_each_file_of_a_patch_gets_its_own_verdict_whatever_its_name_holds(tmp_path):
-    """A patch to "a b/c.txt" (the path holds " b/") and to a plain file: split at whitespace, the
-    first file's hunk was filed under the plain one, or lost, and its verdict with it."""
-    repo, base = make_upstream(tmp_path / "up")
-    spaced, plain = "python/a b/c.txt", "python/plain.txt"
-    rows = "".join(f"row {i}\n" for i in range(1, 21))
-    repo.git.checkout("--quiet", "--detach", base)
-    start = commit_files(repo, {spaced: rows, plain: rows}, "two files")
-    patch = patch_text(
-        repo,
-        start,
-        {spaced: rows.replace("row 10\n", "row ten\n"), plain: rows.replace("row 3\n", "row three\n")},
-        message("two files"),
-    )
-    commit_files(repo, {spaced: rows.replace("row 10\n", "upstream's ten\n")}, "upstream rewrites row 10")
-    verdicts = {f.path: f.verdict for f in hunks.verdicts(repo, patch)}
-    assert verdicts == {spaced: "merged", plain: "clean"}  # merged: until git's three-way merge says more
-
-
 def test_a_dry_run_exits_1_when_a_patch_conflicts_and_0_when_none_does(env):
     root = make_repo(env, ["clean", "conflict"])
     result = run_cli(root, "rebase", "--onto", "1.1.0", "--dry-run", env=env["env"])
@@ -1129,51 +1091,6 @@ def test_lines_add_killed_before_it_finishes_leaves_no_line(env):
     assert [line["line"] for line in json.loads(listed.stdout)["lines"]] == ["production", "next"]
 
 
-def test_rehearse_dry_runs_every_line_onto_every_newer_release(env):
-    env["index"].publish("sglang-1.2.0.tar.gz", sdist_bytes("1.2.0", {**V2, OTHER: "VALUE = 2\n"}))
-    root = make_repo(env, ["clean", "conflict", "textual"])
-    add_line(root, env)
-    assert run_cli(root, "--line", "next", "rebase", "--onto", "1.1.0", env=env["env"]).returncode == 1
-    assert run_cli(root, "--line", "next", "rebase", "--skip", env=env["env"]).returncode == 0
-    before = snapshot(root)
-    result = run_cli(root, "rehearse", "--json", env=env["env"])
-    assert result.returncode == 1, "a conflict in any release: a scheduled job fails on it"
-    lines = {r["line"]: r for r in json.loads(result.stdout)["lines"]}
-    production = lines["production"]
-    assert production["from"] == "1.0.0" and [r["onto"] for r in production["releases"]] == ["1.1.0", "1.2.0"]
-    assert [verdicts(r) for r in production["releases"]] == [
-        {"clean": "clean", "conflict": "conflict", "textual": "obsolete"},
-        {"clean": "obsolete", "conflict": "conflict", "textual": "obsolete"},
-    ]
-    assert lines["next"]["from"] == "1.1.0" and [r["onto"] for r in lines["next"]["releases"]] == ["1.2.0"]
-    assert snapshot(root) == before, "a rehearsal changes nothing"
-    result = run_cli(root, "--line", "next", "rehearse", "1.0.0", "1.2.0", env=env["env"])
-    assert result.returncode == 0, "the twin: nothing needs a maintainer, exit 0"
-    text = result.stdout
-    assert "next: dry run onto SGLang 1.2.0: cached" in result.stderr, "the same dry run again: from the cache"
-    # 1.0.0 is older than the line's pin: left out
-    assert text == (
-        "next line: SGLang 1.1.0 -> each newer release (dry runs)\n"
-        "patch             1.2.0\n"
-        "0001-clean.patch  obsolete\n"
-    )
-    # the twin: a changed patch is a new series, so its dry run runs again
-    patch = line_dir(root, "next") / "patches" / "0001-clean.patch"
-    patch.write_text(patch.read_text().replace("Why this change exists.", "Why it exists."))
-    result = run_cli(root, "--line", "next", "rehearse", "1.2.0", env=env["env"])
-    assert "1.2.0: cached" not in result.stderr and "next: dry run onto SGLang 1.2.0: " in result.stderr
-
-
-def test_the_scheduled_rehearsal_runs_the_rehearse_command():
-    import yaml
-
-    data = yaml.safe_load((REPO_ROOT / ".github" / "workflows" / "rehearse.yml").read_text())
-    assert "schedule" in data[True] and "workflow_dispatch" in data[True]  # YAML 1.1: on -> True
-    steps = " ".join(str(s.get("run", "")) for s in data["jobs"]["rehearse"]["steps"])
-    assert "pip install -r requirements.txt" in steps
-    assert "python build.py rehearse --json > rehearsal.json" in steps
-
-
 # ---------------------------------------------------------------- suspect merges
 
 HELPER = "python/sglang/srt/helper.py"
@@ -1385,20 +1302,6 @@ def test_a_moved_hunk_is_named_by_where_it_starts_in_the_old_file():
 
     assert rebase._moved_hunks(patch(1, 20), patch(6, 25)) == "moved x.py:1->6, x.py:20->25"
     assert rebase._moved_hunks(patch(1, 20), patch(1, 20)) == ""
-
-
-@pytest.mark.parametrize("locale", ["C", "C.UTF-8"])
-def test_the_changelog_is_read_as_utf8_whatever_the_locale(env, locale):
-    """An operator's shell in the POSIX locale (Python's default encoding is then ASCII) still
-    gets the entry added to a CHANGELOG holding non-ASCII words; the twin is a UTF-8 locale."""
-    root = make_repo(env, ["clean"])
-    (root / "CHANGELOG.md").write_text("# Changelog\n\n## [Unreleased]\n- déjà vu\n", encoding="utf-8")
-    commit_project(root, OLD_COMMIT)
-    shell = {**env["env"], "LC_ALL": locale, "LANG": locale, "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"}
-    result = run_cli(root, "rebase", "--onto", "1.1.0", env=shell)
-    assert result.returncode == 0, result.stderr
-    text = (root / "CHANGELOG.md").read_text(encoding="utf-8")
-    assert "- déjà vu" in text and "Rebased onto SGLang 1.1.0: kept 0001-clean.patch" in text
 
 
 @pytest.mark.parametrize("added", [b"+VALUE = 2  # caf\xe9\n", b"+VALUE = 2  # caf\xc3\xa9\n"])

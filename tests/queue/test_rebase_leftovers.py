@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 
 import git
-from helpers import commit_project, run_cli
+from helpers import run_cli
 from test_rebase import OLD_COMMIT, RUNNER, V2, env, make_repo, verdicts  # noqa: F401  (env: a fixture)
 
 from sglpatch.queue import rebase
@@ -79,24 +79,3 @@ def test_skip_drops_a_resolution_the_maintainer_already_committed(env):
         assert read_series_names(root) == (["0001-conflict.patch"] if kept else []) + ["0002-clean.patch"]
         assert len(list(work.iter_commits(f"{BASE_REF}..HEAD"))) == (2 if kept else 1)
         root.rename(root.with_name(f"project{action}"))
-
-
-def test_the_rebase_entry_goes_under_changed_in_unreleased(env):
-    """Keep a Changelog: a rebase is a change. Its entry is a bullet under `### Changed` of
-    `## [Unreleased]`, added to the section when it exists (one heading, the earlier bullet kept
-    first) and made when it does not (beside the `### Added` already there)."""
-    for earlier in ("### Added\n- a new thing\n", "### Changed\n- an earlier change\n"):
-        root = make_repo(env, ["clean"])
-        (root / "CHANGELOG.md").write_text(f"# Changelog\n\n## [Unreleased]\n\n{earlier}\n## [0.1.0]\n- first\n")
-        commit_project(root, OLD_COMMIT)
-        assert run_cli(root, "rebase", "--onto", "1.1.0", env=env["env"]).returncode == 0
-        text = (root / "CHANGELOG.md").read_text()
-        unreleased = text.split("## [Unreleased]")[1].split("## [0.1.0]")[0]
-        assert unreleased.count("### Changed") == 1 and "### None" not in text
-        changed = unreleased.split("### Changed")[1].split("###")[0]
-        assert "Rebased onto SGLang 1.1.0" in changed
-        if "earlier change" in earlier:
-            assert changed.index("- an earlier change") < changed.index("Rebased onto SGLang 1.1.0")
-        else:
-            assert "- a new thing" in unreleased.split("### Added")[1]
-        root.rename(root.with_name(f"project-{len(earlier)}"))

@@ -9,7 +9,6 @@ through Debian's docker-compose (`config`). Serving through the router: tests/te
 
 from __future__ import annotations
 
-import copy
 import json
 import shutil
 import subprocess
@@ -18,44 +17,13 @@ from pathlib import Path
 
 import pytest
 import yaml
+from deploy_render import kind, leader, load_all, multinode, render, rendered, single, workers  # noqa: F401  (fixtures)
 from helpers import REPO_ROOT, assert_one_line_error, run_cli
 
-from sglpatch.ship import deploy, manifests
+from sglpatch.ship import deploy
 from sglpatch.upstream.pin import read_pin
 
 LINES = {"production": REPO_ROOT, "latest": REPO_ROOT / "lines" / "latest"}
-
-
-def render(tmp_path, *args: str, line: str = "production"):
-    out = tmp_path / f"out-{line}"
-    result = run_cli(
-        REPO_ROOT, *(("--line", line) if line != "production" else ()), "deploy", "--out", str(out), "--json", *args
-    )
-    assert result.returncode == 0, result.stderr
-    return out, json.loads(result.stdout)
-
-
-def load_all(path):
-    return [d for d in yaml.safe_load_all(path.read_text()) if d]
-
-
-def kind(docs, k, name=None):
-    return [d for d in docs if d["kind"] == k and (name is None or d["metadata"]["name"] == name)]
-
-
-@pytest.fixture(scope="module")
-def rendered(tmp_path_factory):
-    return render(tmp_path_factory.mktemp("deploy"), "--replicas", "3")
-
-
-@pytest.fixture(scope="module")
-def single(rendered):
-    return load_all(rendered[0] / "k8s" / "single.rendered.yaml")
-
-
-@pytest.fixture(scope="module")
-def multinode(rendered):
-    return load_all(rendered[0] / "k8s" / "multinode.rendered.yaml")
 
 
 # ---------------------------------------------------------------- what is rendered
@@ -129,12 +97,6 @@ def test_replica_count_reaches_compose_and_both_overlays(rendered, single, multi
     assert not kind(multinode, "Deployment", "sglang-kimi")
 
 
-def test_rendered_manifests_pass_the_schema_and_the_policy(single, multinode):
-    for docs in (single, multinode):
-        assert manifests.schema_problems(docs) == []
-        assert manifests.policy_problems(docs) == []
-
-
 def test_the_cpu_override_runs_the_same_settings_as_the_cpu_smoke_tests(rendered):
     sys.path.insert(0, str(REPO_ROOT / "tests" / "smoke"))
     import sglang_scripts as scripts
@@ -157,85 +119,6 @@ def test_the_cpu_override_runs_the_same_settings_as_the_cpu_smoke_tests(rendered
 
 
 # ---------------------------------------------------------------- negative twins: the policy fires
-
-
-def _workers(docs):
-    return kind(docs, "Deployment", "sglang-kimi")[0]["spec"]["template"]["spec"]
-
-
-def _leader(docs):
-    return kind(docs, "LeaderWorkerSet")[0]["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]
-
-
-def _drop(key):
-    return lambda docs: _workers(docs)["containers"][0].pop(key)
-
-
-def _without(k, name=None):
-    return lambda docs: docs.remove(kind(docs, k, name)[0])
-
-
-BROKEN = {
-    "startupProbe": _drop("startupProbe"),
-    "readinessProbe": _drop("readinessProbe"),
-    "livenessProbe": _drop("livenessProbe"),
-    "startupProbe allows": lambda d: _workers(d)["containers"][0]["startupProbe"].update(failureThreshold=60),
-    "resources.limits['nvidia.com/gpu'] is '4'": lambda d: _workers(d)["containers"][0]["resources"]["limits"].update(
-        {"nvidia.com/gpu": 4}
-    ),
-    "resources.requests['nvidia.com/gpu'] is ''": lambda d: _workers(d)["containers"][0]["resources"].pop("requests"),
-    "/dev/shm": lambda d: _workers(d)["volumes"][-1].update(emptyDir={}),
-    "one replica at a time": lambda d: kind(d, "Deployment", "sglang-kimi")[0]["spec"]["strategy"][
-        "rollingUpdate"
-    ].update(maxUnavailable=2),
-    "PodDisruptionBudget": _without("PodDisruptionBudget"),
-    "Service in front of the router": _without("Service", "sglang-router"),
-    "no RoleBinding": _without("RoleBinding"),
-    "no RoleBinding to a Role": lambda d: kind(d, "Role")[0]["rules"][0].update(verbs=["get", "list"]),
-    "no serviceAccountName": lambda d: kind(d, "Deployment", "sglang-router")[0]["spec"]["template"]["spec"].pop(
-        "serviceAccountName"
-    ),
-    "no --service-discovery": lambda d: kind(d, "Deployment", "sglang-router")[0]["spec"]["template"]["spec"][
-        "containers"
-    ][0]["args"].remove("--service-discovery"),
-    "no workload of replicas": _without("Deployment", "sglang-kimi"),
-}
-
-
-@pytest.mark.parametrize("needle", sorted(BROKEN))
-def test_the_policy_refuses_manifests_without(single, needle):
-    docs = copy.deepcopy(single)
-    BROKEN[needle](docs)
-    problems = manifests.policy_problems(docs)
-    assert any(needle in p for p in problems), problems
-
-
-MULTINODE_BROKEN = {
-    "leader: no startupProbe": lambda d: _leader(d)["containers"][0].pop("startupProbe"),
-    "worker: resources.limits['nvidia.com/gpu']": lambda d: kind(d, "LeaderWorkerSet")[0]["spec"][
-        "leaderWorkerTemplate"
-    ]["workerTemplate"]["spec"]["containers"][0]["resources"]["limits"].clear(),
-    "--selector lacks ['leaderworkerset.sigs.k8s.io/worker-index=0']": lambda d: kind(d, "Deployment", "sglang-router")[
-        0
-    ]["spec"]["template"]["spec"]["containers"][0]["args"].remove(manifests.LEADER_LABEL),
-}
-
-
-@pytest.mark.parametrize("needle", sorted(MULTINODE_BROKEN))
-def test_the_policy_refuses_a_multinode_replica_without(multinode, needle):
-    docs = copy.deepcopy(multinode)
-    MULTINODE_BROKEN[needle](docs)
-    assert any(needle in p for p in manifests.policy_problems(docs)), manifests.policy_problems(docs)
-
-
-def test_the_schema_refuses_an_unknown_field_and_a_wrong_type(single, multinode):
-    docs = copy.deepcopy(single)
-    probe = _workers(docs)["containers"][0]
-    probe["readinesProbe"] = probe.pop("readinessProbe")
-    assert any("readinesProbe" in p for p in manifests.schema_problems(docs))
-    docs = copy.deepcopy(multinode)
-    _leader(docs)["containers"][0]["ports"][0]["containerPort"] = "thirty-thousand"
-    assert any("LeaderWorkerSet/sglang-kimi" in p for p in manifests.schema_problems(docs))
 
 
 def test_a_template_without_a_probe_is_refused_whole_and_the_last_output_stays(tmp_path):
@@ -317,8 +200,8 @@ def test_docker_compose_up_without_env_says_what_to_run(rendered, compose_cli, t
 def test_compose_and_kubernetes_run_the_replicas_with_the_same_arguments(rendered, single, multinode):
     """The serving flags are written in three templates: they must not drift apart."""
     compose = yaml.safe_load((rendered[0] / "compose" / "compose.yaml").read_text())["services"]["replica-0"]
-    k8s = _workers(single)["containers"][0]["args"]
-    lws = _leader(multinode)["containers"][0]["args"]
+    k8s = workers(single)["containers"][0]["args"]
+    lws = leader(multinode)["containers"][0]["args"]
     multinode_only = {
         "--nnodes",
         "$(LWS_GROUP_SIZE)",
@@ -360,8 +243,8 @@ emit(sorted(s for a in parser._actions for s in a.option_strings))
         for args in (
             compose["command"],
             cpu["command"],
-            _workers(single)["containers"][0]["args"],
-            _leader(multinode)["containers"][0]["args"],
+            workers(single)["containers"][0]["args"],
+            leader(multinode)["containers"][0]["args"],
         )
         for a in args
         if a.startswith("--")

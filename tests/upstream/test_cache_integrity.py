@@ -15,48 +15,27 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
+from helpers import (
+    AUTHOR_ENV,
+    REPO_ROOT,
+    assert_one_line_error,
+    make_upstream,
+    pin_text,
+    run_cli,
+    sdist_bytes,
+)
+from release_cache import FILES, OTHER, SDIST, env, mirror_git  # noqa: F401  (env is a fixture)
 
-from helpers import (AUTHOR_ENV, REPO_ROOT, LocalIndex, assert_one_line_error, make_upstream, pin_text, run_cli,
-                     sdist_bytes)
-from sglpatch.upstream import mirror, source, trees
 from sglpatch.cache import cache_dir
 from sglpatch.errors import UserError
 from sglpatch.lock import exclusive
+from sglpatch.upstream import mirror, source
 from sglpatch.upstream.pin import read_pin
 
 UNREACHABLE = "http://127.0.0.1:9/simple"
-SDIST = "sglang-1.0.0.tar.gz"
-OTHER = "python/sglang/srt/other.py"
-FILES = {
-    "python/sglang/srt/models/kimi_k25.py": "class KimiK25:\n    def forward(self):\n        return 1\n",
-    OTHER: "VALUE = 1\n",
-    "python/pyproject.toml": "[project]\nname = 'sglang'\n",
-}
 WRONG = hashlib.sha256(b"not the sdist").hexdigest()
-
-
-@pytest.fixture
-def env(tmp_path, monkeypatch):
-    """A project pinned to SGLang 1.0.0 (and a 1.1.0 beside it) served from a loopback index,
-    with its cache in tmp_path."""
-    cache = tmp_path / "cache"
-    monkeypatch.setenv("SGLPATCH_CACHE", str(cache))
-    index = LocalIndex(tmp_path / "index")
-    monkeypatch.setenv("SGLPATCH_INDEX_URL", index.url)
-    source._CACHED_LISTING.clear()
-    sha = index.publish(SDIST, sdist_bytes("1.0.0", FILES))
-    index.publish("sglang-1.1.0.tar.gz", sdist_bytes("1.1.0", {**FILES, OTHER: "VALUE = 2\n"}))
-    root = tmp_path / "project"
-    (root / "patches").mkdir(parents=True)
-    (root / "patches" / "series").write_text("# empty\n")
-    (root / "upstream.toml").write_text(pin_text("1.0.0", sha))
-    yield SimpleNamespace(root=root, cache=cache, sha=sha, index=index, mirror=cache / "mirror",
-                          artifact=cache / "artifacts" / SDIST, env={"SGLPATCH_CACHE": str(cache)})
-    index.close()
-    source._CACHED_LISTING.clear()
 
 
 def offline(monkeypatch) -> None:
@@ -69,11 +48,6 @@ def imported(env) -> str:
     return source.import_release("1.0.0", read_pin(env.root))
 
 
-def mirror_git(env, *args: str) -> str:
-    return subprocess.run(["git", "--git-dir", str(env.mirror), *args], check=True, capture_output=True,
-                          text=True).stdout.strip()
-
-
 def loose_object(env, sha: str) -> Path:
     return env.mirror / "objects" / sha[:2] / sha[2:]
 
@@ -83,6 +57,7 @@ def prepare(env, *, index: str | None = UNREACHABLE) -> subprocess.CompletedProc
 
 
 # ---------------------------------------------------------------- the pin's sha256, on every use
+
 
 def test_a_verified_release_is_reused_offline(env, monkeypatch):
     commit = imported(env)
@@ -153,11 +128,16 @@ def test_a_tag_made_from_other_bytes_without_the_artifact_is_one_error(env, monk
     assert all(s in str(error.value) for s in ("upstream.toml", WRONG, env.sha, "tag -d release/1.0.0"))
 
 
-@pytest.mark.parametrize("message, reason", [
-    ("Imported from PyPI: sglang-1.1.0.tar.gz\nsha256: {sha}\n",
-     f"was imported from sglang-1.1.0.tar.gz, not from the pinned {SDIST}"),
-    ("made by hand\n", "({forged}) records no artifact it was imported from"),
-])
+@pytest.mark.parametrize(
+    "message, reason",
+    [
+        (
+            "Imported from PyPI: sglang-1.1.0.tar.gz\nsha256: {sha}\n",
+            f"was imported from sglang-1.1.0.tar.gz, not from the pinned {SDIST}",
+        ),
+        ("made by hand\n", "({forged}) records no artifact it was imported from"),
+    ],
+)
 def test_a_tag_not_made_from_the_pinned_artifact_is_imported_again(env, monkeypatch, capsys, message, reason):
     commit = imported(env)
     forged = _commit_with_message(env, commit, "SGLang 1.0.0\n\n" + message.format(sha=env.sha))
@@ -172,6 +152,7 @@ def test_a_tag_an_older_sglpatch_imported_from_a_wheel_is_imported_again(env, ca
     twin: the same record with the format line is kept."""
     import io
     import zipfile
+
     wheel = "sglang-1.2.0-py3-none-any.whl"
     data = io.BytesIO()
     with zipfile.ZipFile(data, "w") as whl:
@@ -187,14 +168,18 @@ def test_a_tag_an_older_sglpatch_imported_from_a_wheel_is_imported_again(env, ca
     commit = source.import_release("1.2.0")
     # the source as upstream's repository lays it out: no build outputs, the recorded modes kept
     assert mirror_git(env, "ls-tree", "-r", "--format=%(objectmode) %(path)", commit).splitlines() == [
-        "100644 python/sglang/srt/other.py", "100755 python/sglang/srt/tool.py"]
+        "100644 python/sglang/srt/other.py",
+        "100755 python/sglang/srt/tool.py",
+    ]
     record = f"SGLang 1.2.0\n\nImported from PyPI: {wheel}\nsha256: {sha}\n"
     assert mirror_git(env, "log", "-1", "--format=%B", commit) == record + source.WHEEL_FORMAT.strip()
     assert source.import_release("1.2.0") == commit and capsys.readouterr().err == ""
     _commit_with_message(env, commit, record, tag="release/1.2.0")
     assert source.import_release("1.2.0") == commit
-    assert capsys.readouterr().err == ("release/1.2.0 in the mirror was imported from a wheel by an older sglpatch, "
-                                       "which lost executable bits: importing it again\n")
+    assert capsys.readouterr().err == (
+        "release/1.2.0 in the mirror was imported from a wheel by an older sglpatch, "
+        "which lost executable bits: importing it again\n"
+    )
 
 
 def test_another_releases_commit_under_the_tag_is_imported_again(env, monkeypatch, capsys):
@@ -209,15 +194,25 @@ def test_another_releases_commit_under_the_tag_is_imported_again(env, monkeypatc
 def _commit_with_message(env, commit: str, message: str, tag: str = "release/1.0.0") -> str:
     """Point the release tag at a commit of the same tree whose record names ``message``."""
     tree = mirror_git(env, "rev-parse", f"{commit}^{{tree}}")
-    forged = subprocess.run(["git", "--git-dir", str(env.mirror), "commit-tree", tree, "-m", message],
-                            check=True, capture_output=True, text=True,
-                            env={**os.environ, "GIT_AUTHOR_NAME": "x", "GIT_AUTHOR_EMAIL": "x@x",
-                                 "GIT_COMMITTER_NAME": "x", "GIT_COMMITTER_EMAIL": "x@x"}).stdout.strip()
+    forged = subprocess.run(
+        ["git", "--git-dir", str(env.mirror), "commit-tree", tree, "-m", message],
+        check=True,
+        capture_output=True,
+        text=True,
+        env={
+            **os.environ,
+            "GIT_AUTHOR_NAME": "x",
+            "GIT_AUTHOR_EMAIL": "x@x",
+            "GIT_COMMITTER_NAME": "x",
+            "GIT_COMMITTER_EMAIL": "x@x",
+        },
+    ).stdout.strip()
     mirror_git(env, "update-ref", f"refs/tags/{tag}", forged)
     return forged
 
 
 # ---------------------------------------------------------------- the mirror's objects
+
 
 def test_a_deleted_tag_is_imported_again_from_the_cached_artifact(env, monkeypatch):
     commit = imported(env)
@@ -244,8 +239,10 @@ def test_a_broken_tag_git_cannot_delete_is_named_with_the_command_that_clears_it
     offline(monkeypatch)
     with pytest.raises(UserError) as error:
         imported(env)
-    assert str(error.value) == (f"the git mirror {env.mirror} has a broken refs/tags/release/1.0.0 that git cannot "
-                                f"delete: clear it with `rm -rf {env.mirror}` and rerun")
+    assert str(error.value) == (
+        f"the git mirror {env.mirror} has a broken refs/tags/release/1.0.0 that git cannot "
+        f"delete: clear it with `rm -rf {env.mirror}` and rerun"
+    )
 
 
 @pytest.mark.parametrize("kind", ["blob", "tree"])
@@ -279,8 +276,11 @@ def test_a_corrupt_object_git_cannot_rewrite_is_named_with_the_command_that_clea
 def test_a_mirror_that_is_no_repository_is_named_with_the_command_that_clears_it(env):
     env.mirror.mkdir(parents=True)
     (env.mirror / "HEAD").write_text("not a ref\n")
-    line = assert_one_line_error(prepare(env), f"the git mirror {env.mirror} is corrupt (not a git repository)",
-                                 f"clear it with `rm -rf {env.mirror}` and rerun")
+    line = assert_one_line_error(
+        prepare(env),
+        f"the git mirror {env.mirror} is corrupt (not a git repository)",
+        f"clear it with `rm -rf {env.mirror}` and rerun",
+    )
     assert "Traceback" not in line
     shutil.rmtree(env.mirror)
     assert prepare(env, index=None).returncode == 0
@@ -298,84 +298,23 @@ def test_a_tag_git_cannot_read_is_named_with_the_command_that_clears_it(env):
     assert prepare(env).returncode == 0
 
 
-# ---------------------------------------------------------------- the pristine tree checkout
-
-def test_an_intact_cached_tree_is_reused(env):
-    tree = source.pristine_tree("1.0.0", read_pin(env.root))
-    stamp = (tree / ".sglpatch-commit").stat()
-    assert source.pristine_tree("1.0.0", read_pin(env.root)) == tree
-    assert (tree / ".sglpatch-commit").stat().st_ino == stamp.st_ino  # not checked out again
-
-
-def test_a_checkout_interrupted_before_its_rename_is_cleared_and_done_again(env):
-    """A killed checkout leaves ``<version>.part`` beside the trees; the next one starts afresh."""
-    trees = env.cache / "trees"
-    (trees / "1.0.0.part" / "python").mkdir(parents=True)
-    (trees / "1.0.0.part" / "python" / "half-written.py").write_text("x = ")
-    tree = source.pristine_tree("1.0.0", read_pin(env.root))
-    assert sorted(p.name for p in trees.iterdir()) == ["1.0.0"]
-    assert sorted(p.relative_to(tree).as_posix() for p in tree.rglob("*") if p.is_file()) == \
-        sorted([*FILES, ".sglpatch-commit"])
-
-
-CHANGED = "no longer matches its stamp ({} files now; files deleted, added or edited)"
-
-
-@pytest.mark.parametrize("damage, reason", [
-    ("deleted", CHANGED.format(2)), ("edited", CHANGED.format(3)), ("added", CHANGED.format(4)),
-    ("added at the top", CHANGED.format(4)),
-    ("moved", CHANGED.format(3)), ("linked", CHANGED.format(3)), ("linked directory", CHANGED.format(4)),
-    ("old stamp", "has a stamp without a file digest"), ("no stamp", "has no stamp"),
-    ("other commit", "is of another commit"), ("a file in its place", "has no stamp"),
-])
-def test_a_damaged_cached_tree_is_checked_out_again(env, capsys, tmp_path, damage, reason):
-    tree = source.pristine_tree("1.0.0", read_pin(env.root))
-    stamp = tree / ".sglpatch-commit"
-    if damage == "deleted":
-        (tree / OTHER).unlink()
-    elif damage == "edited":
-        (tree / OTHER).write_text("VALUE = 9\n")
-    elif damage == "added":
-        (tree / "python/sglang/stray.py").write_text("")
-    elif damage == "added at the top":  # beside the stamp
-        (tree / "stray.txt").write_text("")
-    elif damage == "moved":  # the same bytes under another name
-        (tree / OTHER).rename(tree / "python/sglang/srt/stray.py")
-    elif damage == "linked":  # the same bytes, read through a link
-        (tmp_path / "same.py").write_text((tree / OTHER).read_text())
-        (tree / OTHER).unlink()
-        (tree / OTHER).symlink_to(tmp_path / "same.py")
-    elif damage == "linked directory":
-        (tree / "python/sglang/stray").symlink_to(tmp_path)
-    elif damage == "old stamp":  # the stamp of earlier versions: the commit alone, nothing to check against
-        stamp.write_text(stamp.read_text().splitlines()[0])
-    elif damage == "no stamp":
-        stamp.unlink()
-    elif damage == "other commit":
-        stamp.write_text("0" * 40 + "\n" + "\n".join(stamp.read_text().splitlines()[1:]) + "\n")
-    else:
-        shutil.rmtree(tree)
-        tree.write_text("not a tree")
-    assert source.pristine_tree("1.0.0", read_pin(env.root)) == tree
-    assert capsys.readouterr().err == f"the cached tree {tree} {reason}: checking it out again\n"
-    assert (tree / OTHER).read_text() == "VALUE = 1\n" and not (tree / OTHER).is_symlink()
-    assert not (tree / "python/sglang/stray.py").exists() and not (tree / "stray.txt").exists()
-    assert sorted(p.relative_to(tree).as_posix() for p in tree.rglob("*") if p.is_file() or p.is_symlink()) == \
-        sorted([*FILES, ".sglpatch-commit"])
-    assert source.pristine_tree("1.0.0", read_pin(env.root)) == tree and capsys.readouterr().err == ""
-
-
 # ---------------------------------------------------------------- concurrent imports
 
-IMPORT = ("import sys; sys.path.insert(0, sys.argv[1]); from pathlib import Path;"
-          "from sglpatch.upstream import source; from sglpatch.upstream.pin import read_pin;"
-          "print(source.pristine_tree('1.0.0', read_pin(Path(sys.argv[2]))))")
+IMPORT = (
+    "import sys; sys.path.insert(0, sys.argv[1]); from pathlib import Path;"
+    "from sglpatch.upstream import source; from sglpatch.upstream.pin import read_pin;"
+    "print(source.pristine_tree('1.0.0', read_pin(Path(sys.argv[2]))))"
+)
 
 
 def _importer(env) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", IMPORT, str(REPO_ROOT), str(env.root)], text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env={**os.environ, **env.env, "SGLPATCH_INDEX_URL": env.index.url})
+    return subprocess.Popen(
+        [sys.executable, "-c", IMPORT, str(REPO_ROOT), str(env.root)],
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, **env.env, "SGLPATCH_INDEX_URL": env.index.url},
+    )
 
 
 def test_concurrent_imports_of_one_release_leave_one_intact_mirror(env):
@@ -410,6 +349,7 @@ def test_the_mirror_lock_names_the_release_being_imported(env, monkeypatch):
     def importing(*args):
         seen.append((cache_dir() / "mirror.lock").read_text())
         return real(*args)
+
     monkeypatch.setattr(mirror, "_import", importing)
     source.pristine_tree("1.1.0")
     source.import_release("1.0.0", read_pin(env.root))
@@ -418,6 +358,7 @@ def test_the_mirror_lock_names_the_release_being_imported(env, monkeypatch):
 
 
 # ---------------------------------------------------------------- the cache directory itself
+
 
 def test_an_own_writable_cache_directory_is_used(env):
     assert cache_dir() == env.cache
@@ -436,8 +377,11 @@ def test_a_cache_below_a_regular_file_is_one_error(env, tmp_path):
     assert_one_line_error(result, "cannot be created", "regular file", "SGLPATCH_CACHE")
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root writes through permission bits; the read-only "
-                    "case root cannot bypass is test_a_cache_root_cannot_write_is_one_error")
+@pytest.mark.skipif(
+    os.geteuid() == 0,
+    reason="root writes through permission bits; the read-only "
+    "case root cannot bypass is test_a_cache_root_cannot_write_is_one_error",
+)
 def test_a_read_only_cache_is_one_error(env, tmp_path):
     cache = tmp_path / "readonly"
     cache.mkdir(mode=0o555)
@@ -448,8 +392,11 @@ def test_a_read_only_cache_is_one_error(env, tmp_path):
     assert_one_line_error(result, str(cache), "is not writable", "SGLPATCH_CACHE")
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="/proc is root's: for other users it is another user's "
-                    "cache, tested by test_a_cache_of_another_user_is_one_error")
+@pytest.mark.skipif(
+    os.geteuid() != 0,
+    reason="/proc is root's: for other users it is another user's "
+    "cache, tested by test_a_cache_of_another_user_is_one_error",
+)
 def test_a_cache_root_cannot_write_is_one_error(env):
     # /proc is a directory root owns and cannot create files in: a probe by writing catches it
     # where permission bits (os.access) would say root may write.
@@ -471,6 +418,7 @@ def test_a_cache_of_another_user_is_one_error(env, tmp_path):
 
 # ---------------------------------------------------------------- what a mismatch tells to do
 
+
 def test_a_mismatch_names_the_side_to_correct(env):
     """The index's hash against the bytes it served: download again. The pin's hash against a
     verified download: correct the pin if it is wrong. A file name the pin does not name: refused
@@ -481,27 +429,35 @@ def test_a_mismatch_names_the_side_to_correct(env):
     with pytest.raises(UserError) as error:
         source.release_artifact("1.3.0", "sdist")
     aside = env.cache / "artifacts" / "sglang-1.3.0.tar.gz.sha256-mismatch"
-    assert str(error.value) == (f"checksum mismatch for sglang-1.3.0.tar.gz: the package index says {listed}, "
-                                f"the file has {served}: rerun to download it again (the file was moved aside "
-                                f"to {aside})")
+    assert str(error.value) == (
+        f"checksum mismatch for sglang-1.3.0.tar.gz: the package index says {listed}, "
+        f"the file has {served}: rerun to download it again (the file was moved aside "
+        f"to {aside})"
+    )
     (env.root / "upstream.toml").write_text(pin_text("1.0.0", WRONG))
     with pytest.raises(UserError) as error:
         source.release_artifact("1.0.0", "sdist", read_pin(env.root))
     aside = env.artifact.with_name(f"{SDIST}.sha256-mismatch")
-    assert str(error.value) == (f"checksum mismatch for {SDIST}: upstream.toml says {WRONG}, the file has "
-                                f"{env.sha}: correct the sha256 of {SDIST} in upstream.toml if it is wrong; else "
-                                f"rerun to download the file again (the file was moved aside to {aside})")
+    assert str(error.value) == (
+        f"checksum mismatch for {SDIST}: upstream.toml says {WRONG}, the file has "
+        f"{env.sha}: correct the sha256 of {SDIST} in upstream.toml if it is wrong; else "
+        f"rerun to download the file again (the file was moved aside to {aside})"
+    )
     (env.root / "upstream.toml").write_text(pin_text("1.0.0", env.sha).replace(SDIST, "sglang-1.0.0.post0.tar.gz"))
     with pytest.raises(UserError) as error:
         source.release_artifact("1.0.0", "sdist", read_pin(env.root))
-    assert str(error.value) == (f"the index offers {SDIST} but the pin names sglang-1.0.0.post0.tar.gz: "
-                                "correct the artifact file name in upstream.toml")
+    assert str(error.value) == (
+        f"the index offers {SDIST} but the pin names sglang-1.0.0.post0.tar.gz: "
+        "correct the artifact file name in upstream.toml"
+    )
     assert sorted(p.name for p in (env.cache / "artifacts").iterdir()) == [
-        f"{SDIST}.sha256-mismatch", "sglang-1.3.0.tar.gz.sha256-mismatch"]
-
+        f"{SDIST}.sha256-mismatch",
+        "sglang-1.3.0.tar.gz.sha256-mismatch",
+    ]
 
 
 # ---------------------------------------------------------------- the submodule as the source
+
 
 def test_a_submodule_at_the_pinned_commit_is_imported_as_it_is(env, tmp_path):
     """The pinned commit itself, fetched from the populated submodule; the twins: a submodule at
@@ -523,60 +479,10 @@ def test_a_submodule_at_the_pinned_commit_is_imported_as_it_is(env, tmp_path):
     upstream.git.checkout("-q", pinned)
     (tmp_path / "not-a-repository" / ".git").mkdir(parents=True)
     (env.root / "upstream.toml").write_text(pin_text("1.0.0", env.sha))
-    for submodule, with_pin in ((tmp_path / "not-a-repository", pin), (tmp_path / "missing", pin),
-                                (checkout, read_pin(env.root))):  # the last: a pin without a commit
+    for submodule, with_pin in (
+        (tmp_path / "not-a-repository", pin),
+        (tmp_path / "missing", pin),
+        (checkout, read_pin(env.root)),
+    ):  # the last: a pin without a commit
         mirror_git(env, "update-ref", "-d", "refs/tags/release/1.0.0")
         assert source.import_release("1.0.0", with_pin, submodule) == from_sdist
-
-
-def test_prepare_imports_the_pinned_commit_from_the_line_s_own_upstream_submodule(env, tmp_path):
-    """`prepare` looks for the submodule at the line's `upstream/`. The twin: the same pinned
-    commit in a repository elsewhere is not used, and the sdist is imported."""
-    elsewhere, pinned = make_upstream(tmp_path / "elsewhere", FILES)
-    (env.root / "upstream.toml").write_text(pin_text("1.0.0", env.sha).replace('commit = ""', f'commit = "{pinned}"'))
-    assert source.prepare(read_pin(env.root), env.root) != pinned  # no upstream/ in the line
-    mirror_git(env, "update-ref", "-d", "refs/tags/release/1.0.0")
-    elsewhere.git.clone(str(Path(elsewhere.working_tree_dir)), str(env.root / "upstream"))
-    assert source.prepare(read_pin(env.root), env.root) == pinned
-
-
-def test_a_pristine_tree_of_the_pinned_release_comes_from_the_checkout_s_submodule(env, tmp_path, monkeypatch):
-    """The twin: the same submodule is not used for a release the pin does not pin."""
-    upstream, pinned = make_upstream(tmp_path / "upstream", FILES)
-    (env.root / "upstream.toml").write_text(pin_text("1.0.0", env.sha).replace('commit = ""', f'commit = "{pinned}"'))
-    monkeypatch.setattr(trees, "SUBMODULE", Path(upstream.working_tree_dir))
-    tree = source.pristine_tree("1.0.0", read_pin(env.root))
-    assert (tree / source.STAMP).read_text().splitlines()[0] == pinned
-    other = source.pristine_tree("1.1.0", read_pin(env.root))
-    assert "Imported from PyPI: sglang-1.1.0.tar.gz" in mirror_git(env, "log", "-1", "--format=%B", "release/1.1.0")
-    assert (other / OTHER).read_text() == "VALUE = 2\n"
-
-
-def test_a_pinned_commit_holding_a_link_out_of_its_tree_is_refused_and_leaves_nothing(env, tmp_path):
-    """Only a commit fetched from the submodule can hold a symbolic link (artifact imports keep
-    files and directories); one that points outside the checkout is never followed."""
-    upstream, _ = make_upstream(tmp_path / "upstream", FILES)
-    checkout = Path(upstream.working_tree_dir)
-    inside, outside = checkout / "python/sglang/srt/same.py", checkout / "python/sglang/srt/escape"
-    inside.symlink_to("other.py")
-    outside.symlink_to(tmp_path / "secret")
-    upstream.git.add("-A")
-    upstream.git.commit("-qm", "links", env={**os.environ, **AUTHOR_ENV})
-    pinned = upstream.head.commit.hexsha
-    (env.root / "upstream.toml").write_text(pin_text("1.0.0", env.sha).replace('commit = ""', f'commit = "{pinned}"'))
-    assert source.import_release("1.0.0", read_pin(env.root), checkout) == pinned
-    with pytest.raises(UserError) as error:
-        source.pristine_tree("1.0.0", read_pin(env.root))
-    assert str(error.value).startswith(f"the commit {pinned[:12]} holds python/sglang/srt/escape, which a checkout "
-                                       "would write outside its tree (")
-    assert sorted(p.name for p in (env.cache / "trees").iterdir()) == []
-    # the twin: a link inside the tree is checked out as a link
-    outside.unlink()
-    upstream.git.add("-A")
-    upstream.git.commit("-qm", "inside only", env={**os.environ, **AUTHOR_ENV})
-    pinned = upstream.head.commit.hexsha
-    (env.root / "upstream.toml").write_text(pin_text("1.0.0", env.sha).replace('commit = ""', f'commit = "{pinned}"'))
-    mirror_git(env, "update-ref", "-d", "refs/tags/release/1.0.0")
-    assert source.import_release("1.0.0", read_pin(env.root), checkout) == pinned
-    tree = source.pristine_tree("1.0.0", read_pin(env.root))
-    assert os.readlink(tree / "python/sglang/srt/same.py") == "other.py"

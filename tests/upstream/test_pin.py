@@ -9,8 +9,8 @@ import subprocess
 import sys
 
 import pytest
-
 from helpers import REPO_ROOT, assert_one_line_error, make_project, run_cli
+
 from sglpatch.errors import UserError
 from sglpatch.upstream.pin import Artifact, Pin, bare_pin_text, read_pin, render_pin, same_version, write_pin
 
@@ -68,66 +68,191 @@ def test_the_test_pin_is_valid(tmp_path):
 
 # (what is checked, the line it is on, the text made invalid, its valid twin, what the error says)
 CASES = [
-    ("version", 'version = "1.0.0"', 'version = "one"', 'version = "1.0"',
-     ":4: [upstream] version: 'one' is not a PEP 440 version"),
-    ("version-local", 'version = "1.0.0"', 'version = "1.0.0+x"', 'version = "1.0.0.0"',
-     ":4: [upstream] version: '1.0.0+x' has a local label"),
-    ("version-type", 'version = "1.0.0"', "version = 1.0", 'version = "1.0"',
-     ":4: [upstream] version: is a float (1.0), not a string"),
-    ("repo-missing", 'repo = "https://example.invalid/sglang"\n', "", 'repo = "ssh://git@example.invalid/sglang"\n',
-     ":2: [upstream] repo: is missing"),
-    ("tag-version", 'tag = "v1.0.0"', 'tag = "v1.0.1"', 'tag = "1.0.0"',
-     ":5: [upstream] tag: 'v1.0.1' is not the tag of version 1.0.0"),
-    ("tag-name", 'tag = "v1.0.0"', 'tag = "v 1.0.0"', 'tag = "v1.0.0.0"',
-     ":5: [upstream] tag: 'v 1.0.0' is not a git tag name"),
-    ("commit", 'commit = "0123456789abcdef0123456789abcdef01234567"', 'commit = "0123abc"', 'commit = ""',
-     ":6: [upstream] commit: '0123abc' is not empty or 40 hex digits"),
-    ("sha256", 'sha256 = "1111', 'sha256 = "x111', 'sha256 = "A111',
-     ":10: [upstream.artifacts.sdist] sha256: 'x111"),
-    ("filename", 'filename = "sglang-1.0.0.tar.gz"', 'filename = "dist/sglang-1.0.0.tar.gz"',
-     'filename = "sglang-1.0.0.post0.tar.gz"',
-     ":9: [upstream.artifacts.sdist] filename: 'dist/sglang-1.0.0.tar.gz' is not a plain file name"),
-    ("filename-kind", 'filename = "sglang-1.0.0.tar.gz"', 'filename = "sglang-1.0.0-py3-none-any.whl"',
-     'filename = "sglang-1.0.0.tar.gz"',
-     ":9: [upstream.artifacts.sdist] filename: 'sglang-1.0.0-py3-none-any.whl' is not an sdist (no .tar.gz)"),
-    ("filename-kind-wheel", 'filename = "sglang-1.0.0-cp312-cp312-manylinux_2_34_x86_64.whl"',
-     'filename = "sglang-1.0.0.tar.gz"', 'filename = "sglang-1.0.0-cp312-cp312-manylinux_2_34_x86_64.whl"',
-     ":13: [upstream.artifacts.wheel-cp312] filename: 'sglang-1.0.0.tar.gz' is not a wheel-cp312 (no .whl)"),
-    ("artifact-kind", "[upstream.artifacts.wheel-cp312]", "[upstream.artifacts.wheel-py3]",
-     "[upstream.artifacts.wheel-cp313]", ":12: [upstream.artifacts] wheel-py3: is not an artifact kind"),
-    ("artifact-missing-key", 'sha256 = "2222222222222222222222222222222222222222222222222222222222222222"\n', "",
-     'sha256 = "2222222222222222222222222222222222222222222222222222222222222222"\n',
-     ":12: [upstream.artifacts.wheel-cp312] sha256: is missing"),
-    ("unknown-key", "release = 3", "relaese = 3", "release = 3",
-     ":18: [series] relaese: is not a known key: did you mean 'release'?"),
+    (
+        "version",
+        'version = "1.0.0"',
+        'version = "one"',
+        'version = "1.0"',
+        ":4: [upstream] version: 'one' is not a PEP 440 version",
+    ),
+    (
+        "version-local",
+        'version = "1.0.0"',
+        'version = "1.0.0+x"',
+        'version = "1.0.0.0"',
+        ":4: [upstream] version: '1.0.0+x' has a local label",
+    ),
+    (
+        "version-type",
+        'version = "1.0.0"',
+        "version = 1.0",
+        'version = "1.0"',
+        ":4: [upstream] version: is a float (1.0), not a string",
+    ),
+    (
+        "repo-missing",
+        'repo = "https://example.invalid/sglang"\n',
+        "",
+        'repo = "ssh://git@example.invalid/sglang"\n',
+        ":2: [upstream] repo: is missing",
+    ),
+    (
+        "tag-version",
+        'tag = "v1.0.0"',
+        'tag = "v1.0.1"',
+        'tag = "1.0.0"',
+        ":5: [upstream] tag: 'v1.0.1' is not the tag of version 1.0.0",
+    ),
+    (
+        "tag-name",
+        'tag = "v1.0.0"',
+        'tag = "v 1.0.0"',
+        'tag = "v1.0.0.0"',
+        ":5: [upstream] tag: 'v 1.0.0' is not a git tag name",
+    ),
+    (
+        "commit",
+        'commit = "0123456789abcdef0123456789abcdef01234567"',
+        'commit = "0123abc"',
+        'commit = ""',
+        ":6: [upstream] commit: '0123abc' is not empty or 40 hex digits",
+    ),
+    ("sha256", 'sha256 = "1111', 'sha256 = "x111', 'sha256 = "A111', ":10: [upstream.artifacts.sdist] sha256: 'x111"),
+    (
+        "filename",
+        'filename = "sglang-1.0.0.tar.gz"',
+        'filename = "dist/sglang-1.0.0.tar.gz"',
+        'filename = "sglang-1.0.0.post0.tar.gz"',
+        ":9: [upstream.artifacts.sdist] filename: 'dist/sglang-1.0.0.tar.gz' is not a plain file name",
+    ),
+    (
+        "filename-kind",
+        'filename = "sglang-1.0.0.tar.gz"',
+        'filename = "sglang-1.0.0-py3-none-any.whl"',
+        'filename = "sglang-1.0.0.tar.gz"',
+        ":9: [upstream.artifacts.sdist] filename: 'sglang-1.0.0-py3-none-any.whl' is not an sdist (no .tar.gz)",
+    ),
+    (
+        "filename-kind-wheel",
+        'filename = "sglang-1.0.0-cp312-cp312-manylinux_2_34_x86_64.whl"',
+        'filename = "sglang-1.0.0.tar.gz"',
+        'filename = "sglang-1.0.0-cp312-cp312-manylinux_2_34_x86_64.whl"',
+        ":13: [upstream.artifacts.wheel-cp312] filename: 'sglang-1.0.0.tar.gz' is not a wheel-cp312 (no .whl)",
+    ),
+    (
+        "artifact-kind",
+        "[upstream.artifacts.wheel-cp312]",
+        "[upstream.artifacts.wheel-py3]",
+        "[upstream.artifacts.wheel-cp313]",
+        ":12: [upstream.artifacts] wheel-py3: is not an artifact kind",
+    ),
+    (
+        "artifact-missing-key",
+        'sha256 = "2222222222222222222222222222222222222222222222222222222222222222"\n',
+        "",
+        'sha256 = "2222222222222222222222222222222222222222222222222222222222222222"\n',
+        ":12: [upstream.artifacts.wheel-cp312] sha256: is missing",
+    ),
+    (
+        "unknown-key",
+        "release = 3",
+        "relaese = 3",
+        "release = 3",
+        ":18: [series] relaese: is not a known key: did you mean 'release'?",
+    ),
     ("unknown-table", "[image]", "[images]", "[image]", ":24: images: is not a known key: did you mean 'image'?"),
-    ("release-string", "release = 3", 'release = "3"', "release = 4",
-     ':18: [series] release: is a string ("3"), not an integer'),
-    ("release-bool", "release = 3", "release = true", "release = 1",
-     ":18: [series] release: is a boolean (true), not an integer"),
+    (
+        "release-string",
+        "release = 3",
+        'release = "3"',
+        "release = 4",
+        ':18: [series] release: is a string ("3"), not an integer',
+    ),
+    (
+        "release-bool",
+        "release = 3",
+        "release = true",
+        "release = 1",
+        ":18: [series] release: is a boolean (true), not an integer",
+    ),
     ("release-zero", "release = 3", "release = 0", "release = 1", ":18: [series] release: 0 is not a positive integer"),
-    ("local", 'local = "kimi"', 'local = "kimi fork"', 'local = "kimi.fp8"',
-     ":17: [series] local: 'kimi fork' is not a PEP 440 local version label"),
-    ("local-table", 'local = "kimi"', 'local = {name = "kimi"}', 'local = "kimi_2"',
-     ":17: [series] local: is a table, not a string"),
-    ("checks-type", 'checks = ["eagle3-capture-wiring"]', 'checks = "eagle3-capture-wiring"', "checks = []",
-     ':19: [series] checks: is a string ("eagle3-capture-wiring"), not an array'),
-    ("checks-item", 'checks = ["eagle3-capture-wiring"]', 'checks = [\n  "eagle3-capture-wiring",\n  2,\n]',
-     'checks = [\n  "eagle3-capture-wiring",\n  "x",\n]', ":19: [series] checks: holds 2, which is not a check name"),
-    ("accepted", '"Model.member" = "why it is accepted"', '"Model.member" = 1', '"Model.member" = "1"',
-     ':22: [series.accepted] "Model.member": is an integer (1), not a string'),
-    ("flashinfer", 'flashinfer = "0.7.2"', 'flashinfer = "latest"', 'flashinfer = "0.7.2.post1"',
-     ":25: [image] flashinfer: 'latest' is not a PEP 440 version"),
-    ("flashinfer-spaces", 'flashinfer = "0.7.2"', 'flashinfer = " 0.7.2"', 'flashinfer = "0.7.2"',
-     ":25: [image] flashinfer: ' 0.7.2' has spaces around it"),
-    ("version-date", 'version = "1.0.0"', "version = 1979-05-27", 'version = "1.0.0"',
-     ':4: [upstream] version: is a date ("1979-05-27"), not a string'),
-    ("tag-not-a-version", 'tag = "v1.0.0"', 'tag = "release-one"', 'tag = "v1.0"',
-     ":5: [upstream] tag: 'release-one' is not the tag of version 1.0.0"),
-    ("unknown-key-capitals", 'repo = "https', 'Repo = "https', 'repo = "https',
-     ":3: [upstream] Repo: is not a known key: did you mean 'repo'? remove it"),
-    ("unknown-key-no-guess", "release = 3", "release = 3\nzzz = 3", "release = 3",
-     ":19: [series] zzz: is not a known key: remove it or use one of local, release,"),
+    (
+        "local",
+        'local = "kimi"',
+        'local = "kimi fork"',
+        'local = "kimi.fp8"',
+        ":17: [series] local: 'kimi fork' is not a PEP 440 local version label",
+    ),
+    (
+        "local-table",
+        'local = "kimi"',
+        'local = {name = "kimi"}',
+        'local = "kimi_2"',
+        ":17: [series] local: is a table, not a string",
+    ),
+    (
+        "checks-type",
+        'checks = ["eagle3-capture-wiring"]',
+        'checks = "eagle3-capture-wiring"',
+        "checks = []",
+        ':19: [series] checks: is a string ("eagle3-capture-wiring"), not an array',
+    ),
+    (
+        "checks-item",
+        'checks = ["eagle3-capture-wiring"]',
+        'checks = [\n  "eagle3-capture-wiring",\n  2,\n]',
+        'checks = [\n  "eagle3-capture-wiring",\n  "x",\n]',
+        ":19: [series] checks: holds 2, which is not a check name",
+    ),
+    (
+        "accepted",
+        '"Model.member" = "why it is accepted"',
+        '"Model.member" = 1',
+        '"Model.member" = "1"',
+        ':22: [series.accepted] "Model.member": is an integer (1), not a string',
+    ),
+    (
+        "flashinfer",
+        'flashinfer = "0.7.2"',
+        'flashinfer = "latest"',
+        'flashinfer = "0.7.2.post1"',
+        ":25: [image] flashinfer: 'latest' is not a PEP 440 version",
+    ),
+    (
+        "flashinfer-spaces",
+        'flashinfer = "0.7.2"',
+        'flashinfer = " 0.7.2"',
+        'flashinfer = "0.7.2"',
+        ":25: [image] flashinfer: ' 0.7.2' has spaces around it",
+    ),
+    (
+        "version-date",
+        'version = "1.0.0"',
+        "version = 1979-05-27",
+        'version = "1.0.0"',
+        ':4: [upstream] version: is a date ("1979-05-27"), not a string',
+    ),
+    (
+        "tag-not-a-version",
+        'tag = "v1.0.0"',
+        'tag = "release-one"',
+        'tag = "v1.0"',
+        ":5: [upstream] tag: 'release-one' is not the tag of version 1.0.0",
+    ),
+    (
+        "unknown-key-capitals",
+        'repo = "https',
+        'Repo = "https',
+        'repo = "https',
+        ":3: [upstream] Repo: is not a known key: did you mean 'repo'? remove it",
+    ),
+    (
+        "unknown-key-no-guess",
+        "release = 3",
+        "release = 3\nzzz = 3",
+        "release = 3",
+        ":19: [series] zzz: is not a known key: remove it or use one of local, release,",
+    ),
 ]
 
 
@@ -194,8 +319,11 @@ def test_write_pin_moves_the_release_and_keeps_the_rest(tmp_path):
 def test_render_pin_refuses_what_would_not_read_back(tmp_path):
     pin = read_pin(write(tmp_path, PIN))
     broken = pin.with_release("1.1.0", "v1.1.0", None, (Artifact("sdist", "sglang-1.1.0.tar.gz", "nope"),))
-    with pytest.raises(UserError, match=rf"^{tmp_path / 'upstream.toml'}:\d+: \[upstream.artifacts.sdist\] sha256: "
-                                        "'nope' is not 64 hex digits"):
+    with pytest.raises(
+        UserError,
+        match=rf"^{tmp_path / 'upstream.toml'}:\d+: \[upstream.artifacts.sdist\] sha256: "
+        "'nope' is not 64 hex digits",
+    ):
         render_pin(tmp_path, broken)
     assert (tmp_path / "upstream.toml").read_text() == PIN
 
@@ -231,8 +359,13 @@ tag = "v1.0.0"
 def test_a_pin_with_only_the_required_keys_takes_the_defaults(tmp_path):
     pin = read_pin(write(tmp_path, MINIMAL))
     assert pin == Pin(repo="https://example.invalid/sglang", version="1.0.0", tag="v1.0.0", commit=None)
-    assert (pin.repo, pin.commit, pin.artifacts, pin.series_local, pin.series_release) == \
-        ("https://example.invalid/sglang", None, (), "kimi", 1)
+    assert (pin.repo, pin.commit, pin.artifacts, pin.series_local, pin.series_release) == (
+        "https://example.invalid/sglang",
+        None,
+        (),
+        "kimi",
+        1,
+    )
     assert (pin.required_checks, pin.accepted, pin.image_flashinfer, pin.changelog) == ((), (), None, True)
     assert pin.local_version == "1.0.0+kimi.1"
     off = read_pin(write(tmp_path, MINIMAL + "[series]\nchangelog = false\n"))
@@ -247,7 +380,9 @@ def test_hex_is_read_in_lower_case(tmp_path):
 
 def test_render_pin_adds_the_tables_a_minimal_pin_lacks(tmp_path):
     write(tmp_path, MINIMAL)
-    pin = read_pin(tmp_path).with_release("1.1.0", "v1.1.0", "f" * 40, (Artifact("sdist", "sglang-1.1.0.tar.gz", "3" * 64),))
+    pin = read_pin(tmp_path).with_release(
+        "1.1.0", "v1.1.0", "f" * 40, (Artifact("sdist", "sglang-1.1.0.tar.gz", "3" * 64),)
+    )
     write_pin(tmp_path, pin)
     assert read_pin(tmp_path) == pin and read_pin(tmp_path).commit == "f" * 40
     text = (tmp_path / "upstream.toml").read_text()
@@ -261,7 +396,9 @@ def test_the_pin_object(tmp_path):
     pin = read_pin(write(tmp_path, PIN))
     assert pin.artifact("wheel-cp312").filename.endswith("cp312-manylinux_2_34_x86_64.whl")
     assert pin.artifact("sdist").filename == "sglang-1.0.0.tar.gz" and pin.artifact("wheel") is None
-    both = dataclasses.replace(pin, artifacts=(*pin.artifacts, Artifact("wheel", "sglang-1.0.0-py3-none-any.whl", "4" * 64)))
+    both = dataclasses.replace(
+        pin, artifacts=(*pin.artifacts, Artifact("wheel", "sglang-1.0.0-py3-none-any.whl", "4" * 64))
+    )
     assert [a.kind for a in both.wheels] == ["wheel", "wheel-cp312"]
     assert pin.with_release("1.1.0", "v1.1.0", "e" * 40, ()).commit == "e" * 40
     assert read_pin(write(tmp_path, PIN.replace('local = "kimi"', 'local = "Kimi.FP8"'))).series_local == "Kimi.FP8"
@@ -272,7 +409,7 @@ def test_the_pin_object(tmp_path):
 
 def test_a_table_split_over_the_file_is_named_without_a_line(tmp_path):
     # [upstream] only through [upstream.artifacts.sdist]: tomlkit gives the table no line of its own
-    text = "[upstream.artifacts.sdist]\nfilename = \"sglang-1.0.0.tar.gz\"\nsha256 = \"" + "1" * 64 + "\"\n"
+    text = '[upstream.artifacts.sdist]\nfilename = "sglang-1.0.0.tar.gz"\nsha256 = "' + "1" * 64 + '"\n'
     message = pin_error(tmp_path, text)
     assert message.startswith(f"{tmp_path / 'upstream.toml'}: [upstream] repo: is missing: write the upstream")
 
@@ -301,29 +438,49 @@ def test_every_read_error_says_what_to_do(tmp_path):
 def test_the_pin_is_written_as_utf8_whatever_the_locale(tmp_path):
     # an operator's shell in the POSIX locale: Python's default encoding is then ASCII
     write(tmp_path, PIN.replace('"why it is accepted"', '"pourquoi: déjà vu"'))
-    env = {**os.environ, "LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0",
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
-    script = ("import sys; from pathlib import Path; from sglpatch.upstream.pin import read_pin, write_pin; "
-              "root = Path(sys.argv[1]); pin = read_pin(root); "
-              "write_pin(root, pin.with_release('1.1.0', 'v1.1.0', None, ()))")
+    env = {
+        **os.environ,
+        "LC_ALL": "C",
+        "LANG": "C",
+        "PYTHONUTF8": "0",
+        "PYTHONCOERCECLOCALE": "0",
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])),
+    }
+    script = (
+        "import sys; from pathlib import Path; from sglpatch.upstream.pin import read_pin, write_pin; "
+        "root = Path(sys.argv[1]); pin = read_pin(root); "
+        "write_pin(root, pin.with_release('1.1.0', 'v1.1.0', None, ()))"
+    )
     run = subprocess.run([sys.executable, "-c", script, str(tmp_path)], env=env, capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
     assert '"pourquoi: déjà vu"' in (tmp_path / "upstream.toml").read_bytes().decode("utf-8")
 
 
 def test_a_bare_pin_carries_nothing_of_another_line(tmp_path):
-    artifacts = (Artifact("sdist", "sglang-1.0.0.tar.gz", "a" * 64),
-                 Artifact("wheel", "sglang-1.0.0-py3-none-any.whl", "b" * 64))
+    artifacts = (
+        Artifact("sdist", "sglang-1.0.0.tar.gz", "a" * 64),
+        Artifact("wheel", "sglang-1.0.0-py3-none-any.whl", "b" * 64),
+    )
     text = bare_pin_text(tmp_path / "upstream.toml", "https://example.invalid/sglang", "1.0.0", artifacts, "exp")
     assert text == BARE
     empty = bare_pin_text(tmp_path / "upstream.toml", "https://example.invalid/sglang", "1.0.0", (), "exp")
     assert "artifacts" not in empty and read_pin(write(tmp_path, empty)).artifacts == ()
     pin = read_pin(write(tmp_path, text))
-    assert (pin.series_local, pin.series_release, pin.required_checks, pin.accepted, pin.changelog) == \
-        ("exp", 1, (), (), False)
+    assert (pin.series_local, pin.series_release, pin.required_checks, pin.accepted, pin.changelog) == (
+        "exp",
+        1,
+        (),
+        (),
+        False,
+    )
     with pytest.raises(UserError, match=f"^{tmp_path / 'upstream.toml'}:12: \\[upstream.artifacts.sdist\\] sha256"):
-        bare_pin_text(tmp_path / "upstream.toml", "https://example.invalid/sglang", "1.0.0",
-                      (Artifact("sdist", "sglang-1.0.0.tar.gz", "nope"),), "exp")
+        bare_pin_text(
+            tmp_path / "upstream.toml",
+            "https://example.invalid/sglang",
+            "1.0.0",
+            (Artifact("sdist", "sglang-1.0.0.tar.gz", "nope"),),
+            "exp",
+        )
 
 
 BARE = """\

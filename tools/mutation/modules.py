@@ -51,12 +51,20 @@ from tools.mutation.scratch import EQUIVALENTS, HERE, scratch_copy  # noqa: E402
 
 SERIES_MODULES = (
     "sglpatch/queue/rebase.py",
+    "sglpatch/queue/rebase_finish.py",
+    "sglpatch/queue/rebase_report.py",
+    "sglpatch/queue/rebase_resolution.py",
+    "sglpatch/queue/rebase_state.py",
+    "sglpatch/queue/rebase_verdicts.py",
     "sglpatch/queue/patch_queue.py",
     "sglpatch/queue/series.py",
     "sglpatch/queue/line.py",
     "sglpatch/queue/line_add.py",
     "sglpatch/upstream/pin.py",
     "sglpatch/upstream/source.py",
+    "sglpatch/upstream/artifacts.py",
+    "sglpatch/upstream/mirror.py",
+    "sglpatch/upstream/trees.py",
     "sglpatch/ship/wheel.py",
     "sglpatch/contract/index/classes.py",
     "sglpatch/contract/index/wrappers.py",
@@ -67,15 +75,33 @@ SERIES_MODULES = (
 # mutmut's first phase (the tests run once traced, once clean) takes seconds, not the whole fast
 # set's half hour; `--tests` overrides, `--tests tests` is the whole fast set.
 MODULE_TESTS = {
-    "sglpatch/queue/rebase.py": [
-        "tests/queue/test_rebase.py",
-        "tests/queue/test_rebase_verdicts.py",
-        "tests/queue/test_rebase_releases.py",
-        "tests/cli/test_parser.py",
-        "tests/queue/test_reliability.py",
-        "tests/queue/test_rebase_leftovers.py",
+    # rebase.py and the modules split out of it (state, verdicts, resolution, finish, report)
+    **dict.fromkeys(
+        [
+            "sglpatch/queue/rebase.py",
+            "sglpatch/queue/rebase_finish.py",
+            "sglpatch/queue/rebase_report.py",
+            "sglpatch/queue/rebase_resolution.py",
+            "sglpatch/queue/rebase_state.py",
+            "sglpatch/queue/rebase_verdicts.py",
+        ],
+        [
+            "tests/queue/test_rebase.py",
+            "tests/queue/test_rebase_verdicts.py",
+            "tests/queue/test_rebase_releases.py",
+            "tests/cli/test_parser.py",
+            "tests/queue/test_reliability.py",
+            "tests/queue/test_rebase_leftovers.py",
+            "tests/queue/test_hunks.py",
+            "tests/queue/test_changelog.py",
+            "tests/queue/test_rehearse.py",
+        ],
+    ),
+    "sglpatch/queue/patch_queue.py": [
+        "tests/queue/test_patch_queue.py",
+        "tests/queue/test_patch_queue_stateful.py",
+        "tests/git/test_env.py",
     ],
-    "sglpatch/queue/patch_queue.py": ["tests/queue/test_patch_queue.py", "tests/queue/test_patch_queue_stateful.py"],
     "sglpatch/queue/series.py": [
         "tests/queue/test_series.py",
         "tests/patches/test_series_content.py",
@@ -92,20 +118,43 @@ MODULE_TESTS = {
         "tests/queue/test_line_add.py",
     ],
     "sglpatch/upstream/pin.py": ["tests/upstream/test_pin.py"],
-    "sglpatch/upstream/source.py": ["tests/upstream/test_source.py", "tests/upstream/test_cache_integrity.py"],
+    "sglpatch/upstream/source.py": [
+        "tests/upstream/test_source.py",
+        "tests/upstream/test_artifacts.py",
+        "tests/upstream/test_mirror.py",
+        "tests/upstream/test_trees.py",
+        "tests/upstream/test_cache_integrity.py",
+    ],
+    "sglpatch/upstream/artifacts.py": [
+        "tests/upstream/test_artifacts.py",
+        "tests/upstream/test_source.py",
+        "tests/upstream/test_cache_integrity.py",
+    ],
+    "sglpatch/upstream/mirror.py": [
+        "tests/upstream/test_mirror.py",
+        "tests/upstream/test_source.py",
+        "tests/upstream/test_cache_integrity.py",
+    ],
+    "sglpatch/upstream/trees.py": [
+        "tests/upstream/test_trees.py",
+        "tests/upstream/test_source.py",
+        "tests/upstream/test_cache_integrity.py",
+    ],
     "sglpatch/ship/wheel.py": ["tests/ship/test_build.py", "tests/ship/test_wheel.py"],
     "sglpatch/contract/index/classes.py": [
         "tests/contract/test_contract_classes.py",
         "tests/contract/test_contract.py",
         "tests/contract/test_suspect.py",
         "tests/contract/test_contract_production.py",
+        "tests/cli/test_check.py",
     ],
-    "sglpatch/contract/index/wrappers.py": ["tests/contract/test_contract.py"],
+    "sglpatch/contract/index/wrappers.py": ["tests/contract/test_contract.py", "tests/cli/test_check.py"],
     "sglpatch/git/diffheader.py": [
         "tests/git/test_diffheader.py",
         "tests/queue/test_series.py",
         "tests/queue/test_rebase.py",
         "tests/queue/test_patch_queue.py",
+        "tests/git/test_env.py",
     ],
     # every git command of the tool runs in git_env, so every test of the queue reaches it; these are
     # the ones that read what it changes (a maintainer's configuration ignored, the work tree's pinned,
@@ -113,10 +162,15 @@ MODULE_TESTS = {
     # Whole files took about an hour, most of it the equivalents running every kill test.
     "sglpatch/git/env.py": [
         *(
-            f"tests/queue/test_patch_queue.py::test_{name}"
+            f"tests/git/test_env.py::test_{name}"
             for name in (
                 "the_maintainers_global_and_system_git_configuration_is_not_read",
                 "no_setting_of_the_work_repositorys_own_configuration_changes_a_patch_or_a_hunk_read",
+            )
+        ),
+        *(
+            f"tests/queue/test_patch_queue.py::test_{name}"
+            for name in (
                 "a_change_whose_bytes_are_not_utf8_is_exported_byte_for_byte",
                 "a_stale_patch_with_bytes_that_are_not_utf8_is_diagnosed",
                 "push_all_applies_each_patch_as_one_commit",
@@ -125,7 +179,7 @@ MODULE_TESTS = {
                 "git_ams_refusal_is_gits_error_else_its_hooks_last_line",
             )
         ),
-        "tests/upstream/test_source.py::test_import_is_reproducible",
+        "tests/upstream/test_mirror.py::test_import_is_reproducible",
         *(
             f"tests/queue/test_reliability.py::test_{name}"
             for name in (
