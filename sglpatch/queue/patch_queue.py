@@ -77,18 +77,19 @@ class PatchQueue:
     def _git(self):
         return pinned_env(self.repo)
 
-    def reset_to(self, mirror: Repo, base: str) -> None:
+    def reset_to(self, mirror: Repo, base: str, *, names: list[str] | None = None) -> None:
         """Make the work tree the pristine ``base`` with nothing applied (a fresh queue).
 
         Refuses when that would lose anything: uncommitted edits, or applied commits that differ
-        from their patch files.
+        from their patch files. ``names``: the series' patch names as the caller already read
+        them (default: read the series file).
         """
         with transaction(self.root, "prepare", create=True):
             if self._has_head():
                 self.refuse_foreign_am()
                 self.ensure_clean("rebuild the work tree")
                 if self._has_base():
-                    self.ensure_exported()
+                    self.ensure_exported(names=names)
             self.fetch(mirror, base)
             with self._git():
                 run(self.repo, "update-ref", BASE_REF, base)
@@ -134,8 +135,11 @@ class PatchQueue:
     def series(self) -> Series:
         return read_series(self.root, warn=lambda _msg: None)
 
-    def applied_names(self) -> list[str]:
-        names = read_series_names(self.root)
+    def applied_names(self, *, names: list[str] | None = None) -> list[str]:
+        """The applied patches, bottom first. ``names``: the series' patch names as the caller
+        already read them (default: read the series file)."""
+        if names is None:
+            names = read_series_names(self.root)
         commits = self.applied_commits()
         if len(commits) > len(names):
             raise UserError(
@@ -167,7 +171,7 @@ class PatchQueue:
                 "fold them into a patch with `refresh` or `new NAME`, or commit/stash them yourself",
             )
 
-    def ensure_exported(self) -> None:
+    def ensure_exported(self, *, names: list[str] | None = None) -> None:
         """Refuse to drop an applied commit that holds work its patch file does not.
 
         A commit that still is the one we made from (or exported to) the patch file is
@@ -175,7 +179,7 @@ class PatchQueue:
         the newer truth. A commit changed in the work tree is only disposable once exported.
         """
         synced = self._synced()
-        for name, commit in zip(self.applied_names(), self.applied_commits()):
+        for name, commit in zip(self.applied_names(names=names), self.applied_commits()):
             if synced.get(name) == commit.hexsha:
                 continue
             exported = git_bytes(self.format_patch(commit))
@@ -212,15 +216,16 @@ class PatchQueue:
 
     # ------------------------------------------------------------ push / pop
 
-    def push(self, target: str | None = None, *, all: bool = False) -> list[str]:
-        """Apply the next patch, up to and including ``target``, or all. Returns applied names."""
+    def push(self, target: str | None = None, *, all: bool = False, series: Series | None = None) -> list[str]:
+        """Apply the next patch, up to and including ``target``, or all. Returns applied names.
+        ``series``: the series as the caller already read it (default: read it here)."""
         with transaction(self.root, "push"):
             self.refuse_foreign_am()
             if target is not None:
-                self.series().get(target)  # an unknown name is named as such
+                (self.series() if series is None else series).get(target)  # an unknown name is named as such
             self.ensure_clean("push")
-            names = read_series_names(self.root)
-            applied = self.applied_names()
+            names = read_series_names(self.root) if series is None else series.names
+            applied = self.applied_names(names=names)
             pending = names[len(applied) :]
             if target is not None:
                 if target in applied:
@@ -230,7 +235,8 @@ class PatchQueue:
                 pending = pending[:1]
             if not pending:
                 return pending
-            series = self.series()
+            if series is None:
+                series = self.series()
             for name in pending:
                 self._apply(series.get(name).path, name)
             return pending

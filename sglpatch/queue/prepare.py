@@ -23,12 +23,17 @@ def validate(series: Series) -> None:
             )
 
 
-def prepare_tree(root: Path, gate: bool = False) -> tuple[Pin, Series, str, PatchQueue]:
+def prepare_tree(
+    root: Path, gate: bool = False, *, pin: Pin | None = None, series: Series | None = None
+) -> tuple[Pin, Series, str, PatchQueue]:
     """Import the pinned upstream and apply the whole series into a fresh work tree. ``gate``:
     refuse patches whose trailers are missing or unset (the build); otherwise warn, so an
-    imported patch can be applied and rebased before its trailers are known."""
-    pin = read_pin(root)
-    series = read_series(root)
+    imported patch can be applied and rebased before its trailers are known. ``pin``, ``series``:
+    the line as the caller already read it (default: read here); read once, passed down."""
+    if pin is None:
+        pin = read_pin(root)
+    if series is None:
+        series = read_series(root)
     if gate:
         validate(series)
     else:
@@ -38,8 +43,11 @@ def prepare_tree(root: Path, gate: bool = False) -> tuple[Pin, Series, str, Patc
     say(f"upstream: SGLang {pin.version} ({pin.commit or 'no commit pinned'})")
     base = source.prepare(pin, root)
     queue = PatchQueue(root)
-    with transaction(root, "prepare", create=True):  # one step to undo: the fresh tree and every patch on it
-        queue.reset_to(source.open_mirror(), base)
-        for name in queue.push(all=True):
+    with transaction(root, "prepare", create=True) as tx:  # one step to undo: the fresh tree and every patch on it
+        # Finishing an interrupted run on the way in may have rewritten the series: then the
+        # queue reads it as it is now; otherwise it applies the series read above.
+        listed = None if tx.recovered else series
+        queue.reset_to(source.open_mirror(), base, names=None if listed is None else listed.names)
+        for name in queue.push(all=True, series=listed):
             say(f"applied {name}")
     return pin, series, base, queue

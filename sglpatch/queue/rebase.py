@@ -65,14 +65,14 @@ from sglpatch.queue.series import parse_patch, read_series
 from sglpatch.queue.transaction import resumed, transaction
 from sglpatch.queue.transaction_journal import boundary, rebase_in_progress
 from sglpatch.upstream import source
-from sglpatch.upstream.pin import read_pin, validate_version
+from sglpatch.upstream.pin import Pin, read_pin, validate_version
 
 # ---------------------------------------------------------------- entry points
 
 
 def start(root: Path, onto: str, commit: str | None = None, dry_run: bool = False) -> dict:
     version = validate_version(onto)
-    pin = read_pin(root)
+    pin = read_pin(root)  # the command's one read of the pin: passed down to every step below
     if version == Version(pin.version):
         raise UserError(f"the series is already on SGLang {onto}", "name a newer release")
     if version < Version(pin.version):
@@ -94,8 +94,9 @@ def start(root: Path, onto: str, commit: str | None = None, dry_run: bool = Fals
             series, onto, old_base, new_base, source.pristine_tree(onto), source.pristine_tree(pin.version, pin)
         )
     with line_lock(root, f"`rebase --onto {onto}`"):
-        series = read_series(root)
-        _, _, _, queue = prepare_tree(root)  # a transaction of its own: the rebase starts from here
+        series = read_series(root)  # the command's one read of the series, under the line's lock
+        # a transaction of its own: the rebase starts from here
+        _, _, _, queue = prepare_tree(root, pin=pin, series=series)
         try:
             with transaction(root, f"rebase --onto {onto}", durable=True) as tx:
                 return _start(root, tx, queue, series, pin, onto, commit)
@@ -127,7 +128,7 @@ def _start(root: Path, tx, queue: PatchQueue, series, pin, onto: str, commit: st
         run(queue.repo, "checkout", "--quiet", "-B", REBASE_BRANCH, state.new_base)
     boundary("rebase:on-new-base")
     state.save(root)
-    return _replay(root, queue, state, tx)
+    return _replay(root, queue, state, tx, pin=pin)
 
 
 def resume(root: Path, action: str) -> dict:
@@ -154,7 +155,8 @@ def resume(root: Path, action: str) -> dict:
                 f"`{tx.op}` was interrupted before its first step; the line is as it was before it",
                 f"rerun `{line.command(*tx.op.split())}`",
             )
-        trees = _trees(root, state)
+        pin = read_pin(root)  # the command's one read of the pin: still the old release's until the end
+        trees = _trees(root, state, pin)
         if action == "skip":
             skip_stopped(queue, state)
         else:
@@ -166,7 +168,7 @@ def resume(root: Path, action: str) -> dict:
                 tx.suspend()
                 return report_data(root, state, conflict=stopped)
         state.save(root)
-        return _replay(root, queue, state, tx, trees)
+        return _replay(root, queue, state, tx, trees, pin=pin)
 
 
 def abort(root: Path, queue: PatchQueue, tx, state: State | None) -> dict:
@@ -216,15 +218,22 @@ def progress(root: Path) -> dict | None:
 # ---------------------------------------------------------------- replay
 
 
-def _trees(root: Path, state: State) -> tuple[Path, Path]:
-    """The pristine old and new releases, which the suspect check compares."""
-    pin = read_pin(root)  # still the old release's until the rebase finishes
+def _trees(root: Path, state: State, pin: Pin | None = None) -> tuple[Path, Path]:
+    """The pristine old and new releases, which the suspect check compares. ``pin``: the line's
+    pin as the command read it (default: read here); still the old release's until the rebase
+    finishes."""
+    if pin is None:
+        pin = read_pin(root)
     old = source.pristine_tree(state.old_version, pin if pin.is_version(state.old_version) else None)
     return old, source.pristine_tree(state.onto)
 
 
-def _replay(root: Path, queue: PatchQueue, state: State, tx, trees: tuple[Path, Path] | None = None) -> dict:
-    old_pristine, pristine = trees or _trees(root, state)
+def _replay(
+    root: Path, queue: PatchQueue, state: State, tx, trees: tuple[Path, Path] | None = None, *, pin: Pin | None = None
+) -> dict:
+    """Apply the patches not yet done, then finish. ``pin``: the line's pin as the command read it
+    (default: read where needed)."""
+    old_pristine, pristine = trees or _trees(root, state, pin)
     assert state.new_base is not None  # start() imported it before the first step
     moves = Moves.between(queue.repo, state.old_base, state.new_base)
     while len(state.steps) < len(state.patches):
@@ -248,4 +257,4 @@ def _replay(root: Path, queue: PatchQueue, state: State, tx, trees: tuple[Path, 
         moved = head_sha(queue) != state.current["head_before"]
         record_step(state, verdict, head_sha(queue) if moved else None)
         state.save(root)
-    return finish_rebase(root, queue, state, tx)
+    return finish_rebase(root, queue, state, tx, pin=pin)

@@ -17,11 +17,12 @@ from sglpatch.queue.series import PATCH_DIR, refuse_conflict_markers, render_ser
 from sglpatch.queue.snapshot import read_gitlink
 from sglpatch.queue.transaction_journal import boundary
 from sglpatch.upstream import source
-from sglpatch.upstream.pin import PIN_FILE, Artifact, read_pin, render_pin
+from sglpatch.upstream.pin import PIN_FILE, Artifact, Pin, read_pin, render_pin
 
 
-def finish_rebase(root: Path, queue: PatchQueue, state: State, tx) -> dict:
-    """Stage the new series, pin, gitlink and changelog entry, then commit them as one."""
+def finish_rebase(root: Path, queue: PatchQueue, state: State, tx, *, pin: Pin | None = None) -> dict:
+    """Stage the new series, pin, gitlink and changelog entry, then commit them as one. ``pin``:
+    the line's pin as the command read it, the old release's (default: read here)."""
     kept = [s for s in state.steps if s["verdict"] in ("clean", "merged")]
     dropped = [
         Verdict(**{k: s[k] for k in ("name", "verdict", "detail", "files")})
@@ -49,9 +50,13 @@ def finish_rebase(root: Path, queue: PatchQueue, state: State, tx) -> dict:
             tx.delete(root / PATCH_DIR / verdict.name)
     names = [s["name"] for s in kept]
     tx.write(series_path(root), render_series(root, names), whole=False)
-    _stage_pin(root, state, tx)
+    if pin is None:
+        pin = read_pin(root)
+    _stage_pin(root, state, tx, pin)
     line = line_of(root)
-    if read_pin(root).changelog:  # a line for experiments may keep out of the shared CHANGELOG
+    # The new pin is only staged: the file still holds the old one, whose [series] changelog the
+    # moved pin keeps as it is, so the pin read once serves here too.
+    if pin.changelog:  # a line for experiments may keep out of the shared CHANGELOG
         _stage_changelog(line, _changelog_line(line, state.onto, names, dropped), tx)
     tx.preflight()  # refuse before the work tree moves, so a rerun of --continue can finish
     with pinned_env(queue.repo):
@@ -72,8 +77,7 @@ def _stage_changelog(line: Line, entry: str, tx) -> None:
     tx.write(changelog, with_entry(text, "Changed", entry), whole=False)
 
 
-def _stage_pin(root: Path, state: State, tx) -> None:
-    pin = read_pin(root)
+def _stage_pin(root: Path, state: State, tx, pin: Pin) -> None:
     artifacts = []
     for kind in ("sdist", *source.wheel_kinds(state.onto)):
         path = source.release_artifact(state.onto, kind)

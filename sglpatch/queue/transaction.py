@@ -76,6 +76,9 @@ class Transaction:
     durable: bool = False
     writes: dict[str, _Write] = field(default_factory=dict)
     gitlink: str | None = None
+    # what ``recover`` did on the way in (finished or rolled back an interrupted run, which may
+    # have rewritten the pin or the series), or None; a value read before then may be stale
+    recovered: str | None = None
 
     def write(self, path: Path, data: str | bytes, *, whole: bool = True) -> None:
         """Stage ``path``'s new content. ``whole``: it replaces the file (a patch file) rather
@@ -240,7 +243,7 @@ def transaction(root: Path, op: str, durable: bool = False, create: bool = False
         yield active
         return
     with line_lock(line.root, f"`{op}`"):
-        recover(line)
+        recovered = recover(line)
         journal = rebase_in_progress(line)
         if journal:
             raise UserError(
@@ -249,6 +252,7 @@ def transaction(root: Path, op: str, durable: bool = False, create: bool = False
                 f"`--skip`, or undo it with `{line.command('rebase', '--abort')}`",
             )
         tx = begin(line, op, durable, create)
+        tx.recovered = recovered
         try:
             yield tx
             if _ACTIVE.get(line.root) is tx:
