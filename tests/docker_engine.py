@@ -3,7 +3,7 @@
 - :func:`ensure_engine` makes ``docker info`` answer: it installs Debian's ``docker.io`` (and
   ``debootstrap``, for the stand-in base) with apt-get when ``dockerd`` is missing, starts
   ``dockerd`` when no engine answers, and waits until it does. Debian bookworm has no buildx
-  package: docker.io's own 20.10 client runs BuildKit (``sglpatch.image.find_builder``).
+  package: docker.io's own 20.10 client runs BuildKit (``sglpatch.ship.image_builder.find_builder``).
 - :class:`Engine` stops only what it started.
 - :func:`private_engine` starts a throw-away second engine (own data root on a size-limited tmpfs,
   own socket, the default engine's ``docker0`` bridge) for tests that kill an engine or fill its

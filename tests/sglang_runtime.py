@@ -1,12 +1,12 @@
 """The real SGLang runtime of a maintained line, for tests: a pinned venv plus one overlay per wheel.
 
-- One ``Runtime`` per line (production: SGLang 0.5.9; latest: 0.5.23; ``sglpatch.line``). Its venv
+- One ``Runtime`` per line (production: SGLang 0.5.9; latest: 0.5.23; ``sglpatch.queue.line``). Its venv
   (``<cache>/runtime/sglang-<version>``, about 11 GB) holds that release's dependencies exactly as
   pinned in ``tests/runtime-requirements-<version>.txt`` and no ``sglang``; it is built once (a few
   minutes) and reused while its stamp file matches the requirements. A half-built venv has no stamp
   and is rebuilt.
 - The ``sglang`` package of a test comes from a *variant*: ``"patched"`` (the line's overlay wheel
-  that ``sglpatch.build.build`` produces from this repository), ``"pristine"`` (upstream's wheel of
+  that ``sglpatch.ship.build.build`` produces from this repository), ``"pristine"`` (upstream's wheel of
   the line's release from PyPI, sha256-verified), or a path to any sglang wheel. Each wheel is installed once with
   ``pip install --no-deps --target <cache>/runtime/overlays/<wheel sha256>`` and put first on
   ``PYTHONPATH`` of every process a test starts; SGLang's spawned processes inherit it.
@@ -56,8 +56,8 @@ def requirements_file(version: str) -> Path:
 def line_names() -> list[str]:
     """Every maintained line, production first, read from the checkout without sglpatch: tests are
     parametrized with it at import, where the code under test must not run (a mutant of
-    sglpatch.line would break the collection instead of failing a test); test_lines checks that
-    sglpatch.line.all_lines agrees."""
+    sglpatch.queue.line would break the collection instead of failing a test); test_lines checks that
+    sglpatch.queue.line.all_lines agrees."""
     return [
         "production",
         *sorted(
@@ -470,7 +470,7 @@ class Runtime:
     def _patched_wheel(self) -> Path:
         from sglpatch.ship.build import build
 
-        self.progress(f"building the {self.line.name} line's overlay wheel (sglpatch.build.build)")
+        self.progress(f"building the {self.line.name} line's overlay wheel (sglpatch.ship.build.build)")
         wheels = [Path(path) for path, _ in build(self.line.root).wheels]
         fits = [w for w in wheels if "-py3-none-any" in w.name or f"-{self._python_tag()}-" in w.name]
         if not fits:

@@ -1,7 +1,7 @@
 """Random sequences of patch-queue operations on a real series never lose the maintainer's work.
 
-A Hypothesis ``RuleBasedStateMachine`` drives the queue in-process (``sglpatch.queue.PatchQueue``,
-``sglpatch.transaction.undo``) on a real project: a git repository with a committed pin,
+A Hypothesis ``RuleBasedStateMachine`` drives the queue in-process (``sglpatch.queue.patch_queue.PatchQueue``,
+``sglpatch.queue.transaction.undo``) on a real project: a git repository with a committed pin,
 ``patches/series`` and 2-3 patches made by ``git format-patch`` from a small synthetic upstream
 release, prepared into ``build/src``. A step is one of:
 

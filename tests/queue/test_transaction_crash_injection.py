@@ -1,7 +1,7 @@
 """Crash injection: `rebase` killed (SIGKILL) at every step boundary, then `--continue` or
 `--abort`, ends in the complete result or exactly the state before, never anything else.
 
-`sglpatch.transaction.boundary` lists the boundaries a run passes (SGLPATCH_BOUNDARIES=file) and
+`sglpatch.queue.transaction_journal.boundary` lists the boundaries a run passes (SGLPATCH_BOUNDARIES=file) and
 kills the process at the k-th (SGLPATCH_CRASH_AT=k). Each k runs on a fresh copy of one prepared
 project (real git repositories, synthetic releases served from 127.0.0.1).
 """

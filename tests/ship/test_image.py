@@ -1,7 +1,7 @@
 """The Blackwell CUDA 13 image: Dockerfile, build context, `image --dry-run`, labels, workflow, docs.
 
 No Docker engine or GPU is needed: what can be checked on a CPU machine is checked for real (the
-Dockerfile with hadolint, the context with the real overlay wheel from `sglpatch.build.build`,
+Dockerfile with hadolint, the context with the real overlay wheel from `sglpatch.ship.build.build`,
 the FlashInfer pin against the real PyPI wheels); the image build and the GPU run are not.
 """
 
@@ -81,7 +81,7 @@ def project(tmp_path):
 
 @pytest.fixture(scope="module")
 def built_wheel(tmp_path_factory):
-    """The real overlay wheel of the pinned release, built by the main job (`sglpatch.build`)."""
+    """The real overlay wheel of the pinned release, built by the main job (`sglpatch.ship.build`)."""
     from sglpatch.ship.build import build
 
     root = make_repo(tmp_path_factory.mktemp("built") / "project")
