@@ -13,23 +13,9 @@ from sglpatch.queue.series import read_series_names
 from sglpatch.upstream.pin import read_pin
 
 
-def with_kinds(monkeypatch, **kinds: tuple[str, str, str, str]) -> None:
-    """Let test_rebase's ``make_repo`` build patches of this module's own kinds as well:
-    kind=(path, old text, new text, Drop-When), the change made on release 1.0.0 (V1)."""
-    for kind, spec in kinds.items():
-        monkeypatch.setitem(PATCHES, kind, spec)
-
-
 def ok(result):
     assert result.returncode == 0, result.stdout + result.stderr
     return result
-
-
-def by_kind(report: dict) -> dict[str, dict]:
-    return {p["name"].split("-", 1)[1].removesuffix(".patch"): p for p in report["patches"]}
-
-
-# ---------------------------------------------------------------- 4. lines --add --from
 
 
 def line_files(line: Path) -> dict[str, bytes]:
