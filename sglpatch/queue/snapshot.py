@@ -20,7 +20,7 @@ import json
 import os
 import shutil
 import tempfile
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from sglpatch.git.env import raise_if_killed
@@ -52,6 +52,18 @@ class State:
     worktree: str | None = None  # commit holding the work tree's files (HEAD when clean)
     gitlink: str = ""  # "<mode> <sha>" of the line's upstream submodule in the repo index
     worktree_tree: str | None = None  # the tree of ``worktree``
+
+    def with_work_tree_of(self, other: State) -> State:
+        """These files, with ``other``'s HEAD, branch, base and work tree: the state a roll-back
+        returns to while keeping what the maintainer edited outside the work tree."""
+        return replace(
+            self,
+            head=other.head,
+            branch=other.branch,
+            base=other.base,
+            worktree=other.worktree,
+            worktree_tree=other.worktree_tree,
+        )
 
     def same_work_tree(self, other: State) -> bool:
         return (self.head, self.branch, self.base, self.worktree_tree) == (

@@ -115,14 +115,7 @@ class Transaction:
             if self.gitlink is not None:
                 after.gitlink = self.gitlink
             start = snapshot.load(self.repo, self._start_tree())
-            before = replace(
-                before,
-                head=start.head,
-                branch=start.branch,
-                base=start.base,
-                worktree=start.worktree,
-                worktree_tree=start.worktree_tree,
-            )
+            before = before.with_work_tree_of(start)
             entry = record(self.line, self.repo, self.op, summary, before, after, self.start)
             _ACTIVE.pop(self.line.root, None)
             return entry
@@ -166,14 +159,7 @@ class Transaction:
         with signals_held():
             start = snapshot.load(self.repo, self._start_tree())
             current = snapshot.capture(self.line, self.repo)
-            target = replace(
-                current,
-                head=start.head,
-                branch=start.branch,
-                base=start.base,
-                worktree=start.worktree,
-                worktree_tree=start.worktree_tree,
-            )
+            target = current.with_work_tree_of(start)
             entry = record(self.line, self.repo, f"{self.op} (aborted)", "", current, target)
             _ACTIVE.pop(self.line.root, None)
             return entry

@@ -65,14 +65,7 @@ def _roll_back_killed(line: Line, repo: Repo, journal: dict) -> str:
         if not start.head:
             restore_start(line, repo, journal["start"])
         else:
-            target = replace(
-                current,
-                head=start.head,
-                branch=start.branch,
-                base=start.base,
-                worktree=start.worktree,
-                worktree_tree=start.worktree_tree,
-            )
+            target = current.with_work_tree_of(start)
             record(line, repo, f"roll back the interrupted {journal['op']}", "", current, target)
         return f"rolled back the interrupted `{journal['op']}` (`undo` shows what it had left)"
 
