@@ -41,9 +41,6 @@ from sglpatch.upstream.mirror import (
 )
 from sglpatch.upstream.trees import STAMP, prepare, pristine_tree
 
-# The name queue.rebase reads; file_sha256 is the public one.
-_sha256 = file_sha256
-
 __all__ = [
     "DEFAULT_INDEX",
     "INDEX_SOURCE",
@@ -72,5 +69,4 @@ __all__ = [
     "_commit_problem",
     "_download",
     "_git_reason",
-    "_sha256",
 ]
