@@ -5,8 +5,8 @@ Each command runs in this process through ``sglpatch.cli.main.main`` with ``read
 and in every module that imported them by name. A series read is a ``read_series`` or a
 ``read_series_names`` call (the names ``read_series`` reads on its way are part of its one read).
 
-The rebase runs on synthetic releases served by a local package index (as tests/queue/test_rebase.py
-does); the build on the real pinned release (as tests/ship/test_build.py does).
+The rebase runs on test_rebase.py's synthetic project and releases, served by a local package
+index; the build on the real pinned release (as tests/ship/test_build.py does).
 """
 
 from __future__ import annotations
@@ -22,37 +22,16 @@ import git
 import pytest
 from helpers import (
     REPO_ROOT,
-    LocalIndex,
-    commit_project,
     make_project,
-    make_upstream,
     message,
-    patch_text,
-    pin_text,
-    sdist_bytes,
 )
+from test_rebase import KIMI, RUNNER, V2, env, make_repo  # noqa: F401  (env: a fixture)
 
 import sglpatch.cli.main  # noqa: F401  every module a command reaches, imported before counting
 from sglpatch.cli.main import main
 from sglpatch.queue import rebase, series
 from sglpatch.upstream import pin, source
 
-RUNNER = "python/sglang/srt/model_executor/model_runner.py"
-OTHER = "python/sglang/srt/other.py"
-KIMI = "python/sglang/srt/models/kimi_k25.py"
-NEVER = "upstream>=99"
-V1 = {
-    RUNNER: "".join(f"line {i}\n" for i in range(1, 41)),
-    OTHER: "VALUE = 1\n",
-    "python/pyproject.toml": "[project]\nname = 'sglang'\n",
-}
-# five new lines at the top move every later hunk; line 10 is rewritten (a conflict for a patch of it)
-V2 = {**V1, RUNNER: "".join(f"new {i}\n" for i in range(5)) + V1[RUNNER].replace("line 10\n", "line 10 upstream\n")}
-PATCHES = {  # name: (file, old, new)
-    "0001-clean.patch": (OTHER, "VALUE = 1\n", "VALUE = 2\n"),
-    "0002-conflict.patch": (RUNNER, "line 10\n", "line ten\n"),
-    "0003-moved.patch": (RUNNER, "line 30\n", "line thirty\n"),
-}
 READERS = ((pin, "read_pin", "pin"), (series, "read_series", "series"), (series, "read_series_names", "series"))
 
 
@@ -107,28 +86,9 @@ def assert_at_most(reads: Reads, pins: int, series_reads: int) -> None:
 
 
 @pytest.fixture
-def project(tmp_path, monkeypatch):
+def project(env):
     """A line on release 1.0.0 with a clean, a conflicting and a moved patch for 1.1.0."""
-    monkeypatch.setenv("SGLPATCH_CACHE", str(tmp_path / "cache"))
-    index = LocalIndex(tmp_path / "index")
-    monkeypatch.setenv("SGLPATCH_INDEX_URL", index.url)
-    source._CACHED_LISTING.clear()
-    sha1 = index.publish("sglang-1.0.0.tar.gz", sdist_bytes("1.0.0", V1))
-    index.publish("sglang-1.1.0.tar.gz", sdist_bytes("1.1.0", V2))
-    upstream, base = make_upstream(tmp_path / "upstream-src", V1)
-    root = tmp_path / "project"
-    (root / "patches").mkdir(parents=True)
-    (root / "upstream.toml").write_text(pin_text("1.0.0", sha1))
-    (root / "CHANGELOG.md").write_text("# Changelog\n\n## [Unreleased]\n")
-    for name, (path, old, new) in PATCHES.items():
-        text = patch_text(upstream, base, {path: V1[path].replace(old, new)}, message(name, drop=NEVER))
-        (root / "patches" / name).write_text(text)
-    (root / "patches" / "series").write_text("# synthetic series\n" + "".join(f"{n}\n" for n in PATCHES))
-    (root / ".gitignore").write_text("/build/\n")
-    commit_project(root, "1" * 40)
-    yield root
-    index.close()
-    source._CACHED_LISTING.clear()
+    return make_repo(env, ["clean", "conflict", "moved"])
 
 
 def test_a_rebase_reads_the_pin_and_the_series_once_per_command(project, capsys):
