@@ -14,6 +14,7 @@ import io
 import json
 import re
 import stat
+import struct
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -98,17 +99,25 @@ def _write_members(
     provenance: dict,
 ) -> tuple[list[str], list[str], list[str]]:
     """Upstream's members into ``partial`` with ``overrides`` applied and the dist-info of the new
-    version; (replaced, added, removed) members."""
+    version; (replaced, added, removed) members. A member whose bytes stay upstream's is copied
+    as upstream compressed it, its RECORD row taken from upstream's RECORD."""
     old_info, new_info = f"{old}.dist-info", f"{new}.dist-info"
     replaced, removed = [], []
-    records: list[tuple[str, bytes]] = []
+    records: list[tuple[str, str, int]] = []
     with zipfile.ZipFile(upstream_wheel) as src, zipfile.ZipFile(partial, "w") as dst:  # _write compresses each member
         infos = src.infolist()
+        upstream_hashes = _record_hashes(src, f"{old_info}/RECORD")
         timestamp = max(i.date_time for i in infos)
         upstream_members = {i.filename for i in infos}
         for info in infos:
             member = info.filename
             if member == f"{old_info}/RECORD":
+                continue
+            renamed = _under_version(member, old, new)
+            known = upstream_hashes.get(member)
+            if member not in overrides and member != f"{old_info}/METADATA" and known and not info.is_dir():
+                _copy_compressed(src, dst, info, renamed)
+                records.append((renamed, known, info.file_size))
                 continue
             data = src.read(info)
             if member in overrides:
@@ -120,19 +129,52 @@ def _write_members(
                 data = cast(bytes, overrides[member])  # not None: checked above
             if member == f"{old_info}/METADATA":
                 data = _with_version(data, new_version)
-            renamed = _under_version(member, old, new)
             _write(dst, renamed, data, info.date_time, info.external_attr)
-            records.append((renamed, data))
+            records.append((renamed, record_hash(data), len(data)))
         added = [m for m, data in overrides.items() if data is not None and m not in upstream_members]
         for member in sorted(added):
             content = cast(bytes, overrides[member])  # not None: `added` keeps only members with content
             _write(dst, member, content, timestamp, REGULAR_FILE)
-            records.append((member, content))
+            records.append((member, record_hash(content), len(content)))
         meta = json.dumps(provenance, indent=2, sort_keys=True).encode() + b"\n"
         _write(dst, f"{new_info}/sglpatch.json", meta, timestamp, REGULAR_FILE)
-        records.append((f"{new_info}/sglpatch.json", meta))
+        records.append((f"{new_info}/sglpatch.json", record_hash(meta), len(meta)))
         _write(dst, f"{new_info}/RECORD", _record(records, f"{new_info}/RECORD"), timestamp, REGULAR_FILE)
     return replaced, sorted(added), removed
+
+
+def _record_hashes(src: zipfile.ZipFile, record_name: str) -> dict[str, str]:
+    """member -> its sha256 RECORD hash, from upstream's RECORD (whose wheel the pin's sha256
+    vouches for); a member it lists without a sha256 is read and hashed instead."""
+    try:
+        rows = csv.reader(io.StringIO(src.read(record_name).decode()))
+    except KeyError:
+        return {}
+    return {row[0]: row[1] for row in rows if len(row) == 3 and row[1].startswith("sha256=")}
+
+
+def _copy_compressed(src: zipfile.ZipFile, dst: zipfile.ZipFile, info: zipfile.ZipInfo, name: str) -> None:
+    """Copy one member's compressed bytes under ``name`` without inflating and deflating them
+    again; the zip module offers no such copy, so the local header is written here (APPNOTE 4.3.7)."""
+    fp = cast(io.BufferedReader, src.fp)
+    fp.seek(info.header_offset)
+    header = fp.read(30)
+    if header[:4] != b"PK\x03\x04":
+        raise UserError(f"the upstream wheel's member {info.filename} has no local header", "the artifact is damaged")
+    name_length, extra_length = struct.unpack("<HH", header[26:30])
+    fp.seek(info.header_offset + 30 + name_length + extra_length)
+    payload = fp.read(info.compress_size)
+    copy = zipfile.ZipInfo(name, info.date_time)
+    copy.compress_type, copy.external_attr = info.compress_type, info.external_attr
+    copy.CRC, copy.compress_size, copy.file_size = info.CRC, info.compress_size, info.file_size
+    copy.flag_bits = info.flag_bits & ~0x08  # sizes in the header, not in a trailing descriptor
+    out = cast(io.BufferedWriter, dst.fp)
+    copy.header_offset = out.tell()
+    out.write(copy.FileHeader())
+    out.write(payload)
+    dst.filelist.append(copy)
+    dst.NameToInfo[name] = copy
+    dst.start_dir = out.tell()
 
 
 def _under_version(member: str, old: str, new: str) -> str:
@@ -145,11 +187,11 @@ def _under_version(member: str, old: str, new: str) -> str:
     return member
 
 
-def _record(records: list[tuple[str, bytes]], record_name: str) -> bytes:
+def _record(records: list[tuple[str, str, int]], record_name: str) -> bytes:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")  # member names can contain commas
-    for member, data in records:
-        writer.writerow([member, record_hash(data), len(data)])
+    for member, digest, size in records:
+        writer.writerow([member, digest, size])
     writer.writerow([record_name, "", ""])
     return out.getvalue().encode()
 
