@@ -2,6 +2,6 @@
 
 import sys
 
-from sglpatch.cli.main import console
+from sglpatch.cli.entry import console
 
 sys.exit(console())

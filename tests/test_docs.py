@@ -153,7 +153,7 @@ def test_internal_api_documents_signatures_not_only_names():
 
 def test_a_wrong_signature_or_a_missing_name_is_reported():
     doc = """
-- `sglpatch.ship.build.build(root)`: right.
+- `sglpatch.ship.build.build(root, *, rebuild=False)`: right.
 - `sglpatch.ship.build.build(root, *, json=False) -> BuildResult`: drifted (the old doc).
 - `sglpatch.upstream.pin.same_version(a, b) -> str`: wrong return.
 - `sglpatch.lock.exclusive(path, what, wait=True, where='in this checkout')`: wrong default.
@@ -164,7 +164,7 @@ def test_a_wrong_signature_or_a_missing_name_is_reported():
 """
     problems = api_problems(doc)
     assert len(problems) == 6, problems
-    assert not any("`sglpatch.ship.build.build(root)`" in p for p in problems)
+    assert not any("`sglpatch.ship.build.build(root, *, rebuild=False)`" in p for p in problems)
     for wrong in ("json=False", "-> str", "wait=True", "split=False", "sglpatch.rebase.start", "rebase.begin"):
         assert any(wrong in p for p in problems), (wrong, problems)
 

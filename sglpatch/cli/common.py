@@ -25,3 +25,13 @@ def writes(name: str):
         return run
 
     return wrap
+
+
+def build_text(data: dict) -> str:
+    """What `build.py build` prints, from its result (``BuildResult.to_json()``)."""
+    upstream = data["upstream"]
+    return (
+        f"upstream  SGLang {upstream['version']} ({upstream['tag']}, {upstream['commit'] or 'no commit pinned'})\n"
+        f"patches   {len(data['patches'])} applied: {', '.join(data['patches']) or 'none'}\n"
+        + "\n".join(f"wheel     {w['path']}\nsha256    {w['sha256']}" for w in data["wheels"])
+    )

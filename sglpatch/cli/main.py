@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 import signal
-import sys
 from pathlib import Path
 
 from sglpatch.cli.parser import parser
@@ -96,24 +95,3 @@ def _after_interrupt(args) -> str:
     if transaction.COMPLETED:
         return f"`{transaction.COMPLETED[-1]}` had completed before the interrupt took effect"
     return "the line is as it was before the command; rerun it"
-
-
-def checkout_of(start: Path) -> Path | None:
-    """The repository that holds ``start``: the nearest directory up with build.py and upstream.toml
-    (a line's own directory, lines/NAME/, has only the latter)."""
-    for directory in (start, *start.parents):
-        if (directory / "build.py").is_file() and (directory / "upstream.toml").is_file():
-            return directory
-    return None
-
-
-def console() -> int:
-    """The ``sglpatch`` command: `python build.py` for the checkout the current directory is in."""
-    root = checkout_of(Path.cwd().resolve())
-    if root is None:
-        error(
-            f"{Path.cwd()} is not inside a checkout of the patch repository (no build.py and "
-            "upstream.toml above it): cd into one"
-        )
-        return 2
-    return main(["--root", str(root), *sys.argv[1:]])

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sglpatch.cli.common import emit, writes
+from sglpatch.cli.common import build_text, emit, writes
 from sglpatch.errors import UserError
 from sglpatch.queue import transaction
 from sglpatch.queue.line import PRODUCTION, all_lines, line_of
@@ -21,14 +21,9 @@ from sglpatch.upstream.pin import read_pin
 
 @writes("build")
 def cmd_build(args) -> int:
-    result = build_module.build(args.root)
-    emit(
-        args,
-        result.to_json(),
-        f"upstream  SGLang {result.pin.version} ({result.pin.tag}, {result.pin.commit or 'no commit pinned'})\n"
-        f"patches   {len(result.applied)} applied: {', '.join(result.applied) or 'none'}\n"
-        + "\n".join(f"wheel     {path}\nsha256    {sha}" for path, sha in result.wheels),
-    )
+    result = build_module.build(args.root, rebuild=getattr(args, "rebuild", False))
+    data = result.to_json()
+    emit(args, data, build_text(data))
     return 0
 
 
@@ -179,7 +174,12 @@ def register_cli(sub, common) -> None:
         cmd.set_defaults(func=func)
         return cmd
 
-    add("build", cmd_build, "prepare upstream, apply the series, check, build the overlay wheel")
+    cmd = add("build", cmd_build, "prepare upstream, apply the series, check, build the overlay wheel")
+    cmd.add_argument(
+        "--rebuild",
+        action="store_true",
+        help="build even when the last build of the same inputs is still in place (it is reused by default)",
+    )
     add("prepare", cmd_prepare, "import the pinned upstream and apply the series into build/src")
     add("status", cmd_status, "which patches are applied and which files they touch")
     for name, func, help_text in (

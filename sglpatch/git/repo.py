@@ -78,6 +78,11 @@ def head_sha(repo: Repo) -> str:
     return repo.head.commit.hexsha
 
 
+def head_tree(repo: Repo) -> str:
+    """The git tree id of the commit HEAD points to: the content of a clean work tree, as one id."""
+    return repo.head.commit.tree.hexsha
+
+
 def resolve_commit(repo: Repo, rev: str) -> Commit:
     """The commit ``rev`` names (BadName or ValueError when it names none)."""
     return repo.commit(rev)

@@ -11,17 +11,19 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from collections.abc import Sequence
 from pathlib import Path
-
-import git
 
 from sglpatch.git.env import git_env
 
 
 def gitpython_program() -> str:
     """The git GitPython runs: ``GIT_PYTHON_GIT_EXECUTABLE`` when an operator names one, else ``git``."""
-    return git.Git.GIT_PYTHON_GIT_EXECUTABLE or "git"
+    gitpython = sys.modules.get("git")
+    if gitpython is None:  # not loaded (a reused build answers without it): GitPython reads the same variable
+        return os.environ.get("GIT_PYTHON_GIT_EXECUTABLE") or "git"
+    return gitpython.Git.GIT_PYTHON_GIT_EXECUTABLE or "git"
 
 
 def run_git(

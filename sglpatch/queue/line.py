@@ -21,6 +21,8 @@ from sglpatch.upstream.pin import PIN_FILE
 PRODUCTION = "production"
 LINES_DIR = "lines"
 SUBMODULE = "upstream"
+WORK_TREE = Path("build") / "src"  # a line's patched work tree
+JOURNAL = Path("build") / "transaction.json"  # an operation under way on it
 _NAME = re.compile(r"[a-z][a-z0-9-]{0,31}")
 # Names that would collide with a line's own state directories or read ambiguously.
 _RESERVED = {PRODUCTION, "build", "dist", "src", "rebase", "patches", "upstream"}

@@ -30,7 +30,7 @@ from sglpatch.git.repo import (
     summary_text,
     work_dir,
 )
-from sglpatch.queue.line import line_of
+from sglpatch.queue.line import WORK_TREE, line_of
 from sglpatch.queue.series import (
     PATCH_DIR,
     Series,
@@ -45,7 +45,7 @@ from sglpatch.queue.series import (
 )
 from sglpatch.queue.snapshot import BASE_REF
 from sglpatch.queue.transaction import transaction
-from sglpatch.queue.transaction_journal import WORK_TREE, checked_repo
+from sglpatch.queue.transaction_journal import checked_repo
 
 BRANCH = "patched"
 

@@ -15,10 +15,8 @@ from typing import Literal, overload
 from sglpatch.errors import UserError
 from sglpatch.git.repo import GitError, NotARepository, Repo, init_repo, open_repo, pinned_env, run
 from sglpatch.queue import snapshot
-from sglpatch.queue.line import Line
+from sglpatch.queue.line import JOURNAL, WORK_TREE, Line
 
-JOURNAL = Path("build") / "transaction.json"
-WORK_TREE = Path("build") / "src"
 _BOUNDARIES_PASSED = [0]  # SGLPATCH_CRASH_AT=N kills the process at the Nth boundary it passes
 
 

@@ -10,9 +10,9 @@ from sglpatch.errors import UserError
 from sglpatch.git.repo import git_dir, work_dir
 from sglpatch.lock import line_lock
 from sglpatch.queue import snapshot
-from sglpatch.queue.line import Line, line_of
+from sglpatch.queue.line import WORK_TREE, Line, line_of
 from sglpatch.queue.snapshot import State
-from sglpatch.queue.transaction_journal import WORK_TREE, existing_work_repo, rebase_in_progress, signals_held
+from sglpatch.queue.transaction_journal import existing_work_repo, rebase_in_progress, signals_held
 from sglpatch.queue.transaction_log import Entry, entry_states, log, record, touched_files
 from sglpatch.queue.transaction_recovery import recover
 

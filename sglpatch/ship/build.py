@@ -7,12 +7,15 @@ from pathlib import Path
 
 from sglpatch.contract import checks
 from sglpatch.errors import UserError
+from sglpatch.git.repo import head_tree
 from sglpatch.output import say
+from sglpatch.queue.line import JOURNAL, WORK_TREE
 from sglpatch.queue.prepare import prepare_tree
 from sglpatch.queue.series import Series
+from sglpatch.ship import build_cache
 from sglpatch.ship.wheel import build_overlay
 from sglpatch.upstream import source
-from sglpatch.upstream.pin import Pin
+from sglpatch.upstream.pin import Pin, read_pin
 
 DIST = "dist"
 
@@ -50,10 +53,28 @@ class BuildResult:
         }
 
 
-def check_tree(tree: Path, series: Series, pin: Pin) -> None:
+def check_tree(tree: Path, series: Series, pin: Pin, *, tree_id: str | None = None, reuse: bool = True) -> None:
     """The build gate: patched Python compiles; the pin's required checks and each check the
-    series names pass."""
-    for repo_path in series.touched_files():
+    series names pass. ``tree_id``: the git tree id of ``tree`` as it stands, under which a
+    passing verdict is recorded and, with ``reuse``, taken instead of checking again."""
+    names = list(dict.fromkeys([*pin.required_checks, *series.check_names()]))
+    accepted = dict(pin.accepted)
+    touched = series.touched_files()
+    key = build_cache.gate_key(tree_id, names, accepted, touched) if tree_id else None
+    said = build_cache.reused_verdict(key) if key and reuse else None
+    if said is not None:
+        for line in said:
+            say(line)
+        say(f"gate: the verdict on tree {tree_id[:12] if tree_id else ''} is reused (same tree, same checks)")
+        return
+    said = _gate(tree, touched, names, accepted)
+    if key and tree_id:
+        build_cache.record_verdict(key, tree_id, said)
+
+
+def _gate(tree: Path, touched: list[str], names: list[str], accepted: dict[str, str]) -> list[str]:
+    """Run the gate; what it said, when it passed."""
+    for repo_path in touched:
         path = tree / repo_path
         if path.suffix == ".py" and path.exists():
             try:
@@ -63,15 +84,15 @@ def check_tree(tree: Path, series: Series, pin: Pin) -> None:
                     f"patched {repo_path} does not compile (line {exc.lineno}: {exc.msg})",
                     "fix the patch that touches it",
                 ) from None
-    names = list(dict.fromkeys([*pin.required_checks, *series.check_names()]))
-    accepted = dict(pin.accepted)
     seen: set[str] = set()
+    said = []
     for result in checks.run_checks(tree, names):
         findings = [f for f in result.findings if f.subject not in accepted]
         known = {f.subject for f in result.findings if f.subject in accepted}
         seen |= known
         note = f" ({len(known)} accepted: {', '.join(sorted(known))})" if known else ""
-        say(f"check {result.name}: {'FAILED' if findings else 'ok'}{note}")
+        said.append(f"check {result.name}: {'FAILED' if findings else 'ok'}{note}")
+        say(said[-1])
         if findings:
             more = f" (+{len(findings) - 1} more)" if len(findings) > 1 else ""
             raise UserError(
@@ -84,11 +105,19 @@ def check_tree(tree: Path, series: Series, pin: Pin) -> None:
             f"{', '.join(stale)} is accepted in [series.accepted] but no check reports it",
             "the gap is gone: remove the entry from upstream.toml",
         )
+    return said
 
 
-def build(root: Path) -> BuildResult:
+def build(root: Path, *, rebuild: bool = False) -> BuildResult:
+    """Prepare, gate and write the overlay wheels; or, unless ``rebuild``, hand back the last
+    build of exactly these inputs when everything it made is as it left it (``build_cache``)."""
+    key = build_cache.build_key(root)
+    reused = None if rebuild else reused_build(root, key)
+    if reused is not None:
+        say(build_cache.REUSED_NOTE)
+        return result_of(root, reused)
     pin, series, base, queue = prepare_tree(root, gate=True)
-    check_tree(queue.path, series, pin)
+    check_tree(queue.path, series, pin, tree_id=head_tree(queue.repo), reuse=not rebuild)
     if not pin.wheels:
         raise UserError(
             f"upstream.toml pins no wheel of SGLang {pin.version}",
@@ -109,7 +138,7 @@ def build(root: Path) -> BuildResult:
         }
         overlays.append(build_overlay(upstream_wheel, queue.path, touched, pin.local_version, root / DIST, provenance))
     primary = overlays[0]
-    return BuildResult(
+    result = BuildResult(
         pin,
         base,
         series.names,
@@ -119,4 +148,26 @@ def build(root: Path) -> BuildResult:
         fingerprint,
         list(primary.replaced),
         [(o.path, o.sha256) for o in overlays],
+    )
+    build_cache.record_build(key, result.to_json(), queue.path)
+    return result
+
+
+def reused_build(root: Path, key: str) -> dict | None:
+    """The recorded result of the build of ``key`` when it can stand for a new one; None: build."""
+    return build_cache.reused_build(key, root / JOURNAL, root / WORK_TREE)
+
+
+def result_of(root: Path, data: dict) -> BuildResult:
+    """A reused build's result, as the build that made it returned it."""
+    return BuildResult(
+        read_pin(root),
+        data["upstream"]["base"],
+        list(data["patches"]),
+        Path(data["patched_tree"]),
+        Path(data["wheel"]),
+        data["sha256"],
+        data["series_fingerprint"],
+        list(data["replaced"]),
+        [(Path(w["path"]), w["sha256"]) for w in data["wheels"]],
     )

@@ -148,7 +148,7 @@ def test_every_line_builds_its_wheel_through_its_gates(line):
     """`python build.py --line L`: the line's pristine release + series -> the gates -> its wheel."""
     root = find_line(REPO_ROOT, line).root
     pin, series = read_pin(root), read_series(root)
-    result = run_cli(REPO_ROOT, "--line", line, "--json")
+    result = run_cli(REPO_ROOT, "--line", line, "build", "--rebuild", "--json")  # the gates run, not reused
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
     assert data["version"] == pin.local_version and data["patches"] == series.names
