@@ -126,7 +126,7 @@ def cmd_export(args) -> int:
 
 
 def cmd_lines(args) -> int:
-    if args.add:
+    if args.add is not None:  # `--add ''` is a name to refuse, not a request for the listing
         line = add_line(args.repo_root, args.add, args.source, bare=args.bare, release=args.release)
         what = (
             f"bare, on SGLang {read_pin(line.root).version}, no patches; add them with `{line.command('new', 'NAME')}`"

@@ -37,7 +37,8 @@ def format_rehearsal(data: dict) -> str:
 
 
 def handler(args) -> int:
-    chosen = [find_line(args.repo_root, args.line)] if getattr(args, "line", None) else all_lines(args.repo_root)
+    line = getattr(args, "line", None)
+    chosen = [find_line(args.repo_root, line)] if line is not None else all_lines(args.repo_root)
     results = [rehearse(line.root, args.releases or None) for line in chosen]
     emit(args, {"lines": results}, "" if args.json else "\n\n".join(format_rehearsal(r) for r in results))
     return 1 if any(needs_a_maintainer(r["patches"]) for line in results for r in line["releases"]) else 0

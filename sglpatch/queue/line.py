@@ -57,15 +57,20 @@ def line_dir(repo: Path, name: str) -> Path:
 
 
 def find_line(repo: Path, name: str | None = None) -> Line:
-    """The line called ``name`` (default: production) of the repository at ``repo``."""
-    name = name or PRODUCTION
+    """The line called ``name`` (default: production) of the repository at ``repo``. A line is a
+    name, never a path: ``..``, ``lines/x``, an absolute path or an empty name is refused."""
+    if name is None:
+        name = PRODUCTION
+    known = ", ".join(line.name for line in all_lines(repo))
+    if name != PRODUCTION and not _NAME.fullmatch(name):
+        raise UserError(
+            f"'{name}' is not a line name (a line is named with lower-case letters, digits and '-', never a path)",
+            f"use one of the known lines: {known}",
+        )
     root = line_dir(repo, name)
     if name != PRODUCTION and not (root / PIN_FILE).is_file():
-        known = ", ".join(line.name for line in all_lines(repo))
-        raise UserError(
-            f"unknown line '{name}' (no {LINES_DIR}/{name}/{PIN_FILE})",
-            f"known lines: {known}; start one with `python build.py lines --add {name}`",
-        )
+        start = "" if name in _RESERVED else f"; start one with `python build.py lines --add {name}`"
+        raise UserError(f"unknown line '{name}' (no {LINES_DIR}/{name}/{PIN_FILE})", f"known lines: {known}{start}")
     return Line(name, root, repo)
 
 

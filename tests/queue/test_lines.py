@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -141,6 +142,32 @@ def test_lines_add_racing_another_lines_add_refuses(tmp_path, monkeypatch):
 
 def test_an_unknown_line_is_a_one_line_error():
     assert_one_line_error(run_cli(REPO_ROOT, "--line", "nightly"), "unknown line 'nightly'", "production, latest")
+
+
+@pytest.mark.parametrize("value", ["..", "", "/tmp", "../latest", "lines/latest", "./latest", "Latest", "latest/"])
+def test_a_line_is_a_name_never_a_path(value):
+    # `..` names the repository root, which holds a pin: before, it ran on production silently
+    with pytest.raises(
+        UserError, match=f"^'{re.escape(value)}' is not a line name .*never a path\\): use one of the known lines"
+    ):
+        find_line(REPO_ROOT, value)
+
+
+@pytest.mark.parametrize("command", [["status"], ["rehearse"], ["lines", "--add", "x", "--from"]])
+def test_every_command_refuses_a_path_for_a_line(command):
+    args = ["--line", ".."] + command if command[0] != "lines" else [*command, ".."]
+    assert_one_line_error(run_cli(REPO_ROOT, *args), "'..' is not a line name")
+
+
+def test_a_reserved_name_is_not_offered_as_a_line_to_start():
+    line = assert_one_line_error(run_cli(REPO_ROOT, "--line", "build", "status"), "unknown line 'build'")
+    assert "lines --add" not in line
+
+
+def test_lines_add_with_an_empty_name_is_an_error_not_the_listing():
+    result = run_cli(REPO_ROOT, "lines", "--add", "")
+    assert_one_line_error(result, "'' cannot name a line")
+    assert "production" not in result.stdout
 
 
 @pytest.mark.parametrize("line", line_names())
