@@ -46,6 +46,7 @@ from sglpatch.queue.series import (
 from sglpatch.queue.snapshot import BASE_REF
 from sglpatch.queue.transaction import transaction
 from sglpatch.queue.transaction_journal import checked_repo
+from sglpatch.queue.untracked import name_left_out
 
 BRANCH = "patched"
 
@@ -329,7 +330,7 @@ class PatchQueue:
                 )
             applied = self.applied_names()
             _refuse_message_break(message or "", name, "indent that line of the message, then rerun")
-            self._commit(message or _template(name))
+            self._commit(message or _template(name), what=f"the new patch {name}")
             position = names.index(applied[-1]) + 1 if applied else 0
             names.insert(position, name)
             path = self.export_one(self.applied_commits()[-1], name, tx)
@@ -347,12 +348,13 @@ class PatchQueue:
                 raise UserError(
                     f"{self.path} has no edits to fold into {applied[-1]}", "edit files in the work tree first"
                 )
-            self._commit(None, amend=True)
+            self._commit(None, amend=True, what=f"patch {applied[-1]}")
             return self.export_one(self.applied_commits()[-1], applied[-1], tx)
 
-    def _commit(self, message: str | None, amend: bool = False) -> None:
+    def _commit(self, message: str | None, amend: bool = False, *, what: str) -> None:
         with self._git():
-            run(self.repo, "add", "--all")
+            run(self.repo, "add", "--all")  # info/exclude keeps build products and editor files out
+            name_left_out(self.repo, what)
             if amend:
                 run(self.repo, "commit", "--quiet", "--amend", "--no-edit", "--no-verify")
             else:

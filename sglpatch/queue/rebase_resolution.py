@@ -15,6 +15,7 @@ from sglpatch.queue.rebase_state import STATE_DIR, State
 from sglpatch.queue.rebase_verdicts import Verdict, check_suspects
 from sglpatch.queue.series import commit_matches_patch, holds_conflict_markers, parse_patch
 from sglpatch.queue.transaction_journal import boundary
+from sglpatch.queue.untracked import name_left_out
 
 
 def _in_am(queue: PatchQueue) -> bool:
@@ -54,6 +55,7 @@ def continue_stopped(queue: PatchQueue, state: State, old_tree: Path, new_tree: 
     elif suspect and queue.is_dirty() and head_sha(queue) != before:  # the maintainer's fix, not committed
         with pinned_env(queue.repo):
             run(queue.repo, "add", "--all")
+            name_left_out(queue.repo, f"the resolution of {name}")
             run(queue.repo, "commit", "--quiet", "--amend", "--no-edit", "--no-verify")
     elif queue.is_dirty():
         raise UserError(
@@ -127,6 +129,7 @@ def _finish_am(queue: PatchQueue, state: State, current: dict) -> None:
         for path in _deleted_upstream_unresolved(queue.repo):  # never resurrected by `add --all`
             run(queue.repo, "rm", "-q", "-f", "--", path)
         run(queue.repo, "add", "--all")
+        name_left_out(queue.repo, f"the resolution of {current['name']}")
         boundary("rebase:resolution-added")
         try:
             run(queue.repo, "am", "--continue")

@@ -16,6 +16,7 @@ from sglpatch.errors import UserError
 from sglpatch.git.repo import GitError, NotARepository, Repo, init_repo, open_repo, pinned_env, run
 from sglpatch.queue import snapshot
 from sglpatch.queue.line import JOURNAL, WORK_TREE, Line
+from sglpatch.queue.untracked import keep_out_build_products
 
 _BOUNDARIES_PASSED = [0]  # SGLPATCH_CRASH_AT=N kills the process at the Nth boundary it passes
 
@@ -62,7 +63,9 @@ def work_repo(line: Line, create: bool = False) -> Repo | None:
             f"move it aside (`mv {path} {path}.saved`), then run `{line.command('prepare')}`",
         )
     path.mkdir(parents=True, exist_ok=True)
-    return init_repo(path)
+    repo = init_repo(path)
+    keep_out_build_products(repo)
+    return repo
 
 
 def existing_work_repo(line: Line) -> Repo:
@@ -86,6 +89,7 @@ def checked_repo(path: Path, prepare: str) -> Repo:
             f"{path}/.git is damaged (git does not recognise it as a repository)",
             f"move {path} aside (`mv {path} {path}.saved`), then run `{prepare}`",
         )
+    keep_out_build_products(repo)
     return repo
 
 
