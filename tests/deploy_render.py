@@ -29,7 +29,7 @@ def kind(docs, k, name=None):
 
 @pytest.fixture(scope="module")
 def rendered(tmp_path_factory):
-    return render(tmp_path_factory.mktemp("deploy"), "--replicas", "3")
+    return render(tmp_path_factory.mktemp("deploy"), "--replicas", "3", "--gpus", "24")
 
 
 @pytest.fixture(scope="module")
@@ -48,3 +48,27 @@ def workers(docs):
 
 def leader(docs):
     return kind(docs, "LeaderWorkerSet")[0]["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]
+
+
+def gpu_groups(gpu_doc):
+    """Each replica's ``device_ids`` in a rendered gpu.yaml."""
+    return {
+        name: device.get("device_ids")
+        for name, service in gpu_doc["services"].items()
+        for device in service["deploy"]["resources"]["reservations"]["devices"]
+    }
+
+
+def shared_gpus(gpu_doc):
+    """What lets two replicas on one host share a GPU: a ``count`` (Docker takes the first N GPUs
+    for every replica that asks) or an id in two replicas' ``device_ids``."""
+    problems, owner = [], {}
+    for name, service in gpu_doc["services"].items():
+        for device in service["deploy"]["resources"]["reservations"]["devices"]:
+            if "count" in device or not device.get("device_ids"):
+                problems.append(f"{name}: a count, not device_ids")
+            for gpu in device.get("device_ids") or ():
+                if gpu in owner:
+                    problems.append(f"GPU {gpu}: {owner[gpu]} and {name}")
+                owner[gpu] = name
+    return problems

@@ -1,16 +1,18 @@
 """Run more than one replica: `python build.py deploy [--line L] [--replicas N] [--image-json F]`.
 
 Renders the committed templates under ``deploy/`` into ``<line>/dist/deploy/``: a Docker Compose
-project (the router plus N replicas, ``.env`` naming the images) and Kubernetes overlays (kustomize
-``images:`` and replica counts). Every image reference comes from the pin and the series (the tag
-``image`` builds) or from what ``image --push --json`` printed (the digest); the router's version
-from ``docker/router/requirements.txt``. The Kubernetes output is rendered with kustomize, validated
-against a pinned Kubernetes release's OpenAPI schema, and held to what production needs
-(:func:`policy_problems`): nothing half-checked is written.
+project for one host (the router plus N replicas, each on its own GPUs, the router published on
+the address and with the key :mod:`deploy_host` checked, ``.env`` naming the images) and
+Kubernetes overlays (kustomize ``images:`` and replica counts). Every image reference comes from
+the pin and the series (the tag ``image`` builds) or from what ``image --push --json`` printed
+(the digest); the router's version from ``docker/router/requirements.txt``. The Kubernetes output
+is rendered with kustomize, validated against a pinned Kubernetes release's OpenAPI schema, and
+held to what production needs (:func:`policy_problems`): nothing half-checked is written.
 """
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import os
@@ -24,7 +26,7 @@ from pathlib import Path
 import yaml
 
 from sglpatch.errors import UserError
-from sglpatch.ship import image, manifests
+from sglpatch.ship import deploy_host, image, manifests
 from sglpatch.upstream.pin import read_pin
 
 TEMPLATES = Path("deploy")
@@ -103,18 +105,52 @@ def _expand_replicas(template: dict, replicas: int, hostnames: bool) -> dict:
     return doc
 
 
-def render_compose(templates: Path, replicas: int) -> dict[str, dict]:
-    docs = {
-        name: _expand_replicas(
-            yaml.safe_load((templates / name).read_text()), replicas, hostnames=name == "compose.yaml"
-        )
-        for name in COMPOSE_FILES
-    }
-    router = docs["compose.yaml"]["services"]["router"]
+def tensor_parallel(replica: dict) -> int:
+    """The ``--tp-size`` of the replica command: how many GPUs one replica takes."""
+    command = [str(a) for a in replica.get("command", [])]
+    try:
+        return int(command[command.index("--tp-size") + 1])
+    except (ValueError, IndexError):
+        raise UserError(
+            "the replica command in deploy/compose/compose.yaml has no --tp-size N",
+            "add it: it is how many GPUs each replica gets",
+        ) from None
+
+
+def render_compose(
+    templates: Path, replicas: int, host: deploy_host.Host, entrypoints: dict[str, list[str]]
+) -> dict[str, dict]:
+    """compose.yaml, gpu.yaml and cpu.yaml for ``replicas`` on ``host``: each replica's own
+    ``device_ids``, the router's ports on ``host.bind``, and with a key file the router and the
+    replicas reading it (``entrypoints``: each image's own, wrapped to pass ``--api-key``)."""
+    loaded = {name: yaml.safe_load((templates / name).read_text()) for name in COMPOSE_FILES}
+    project = loaded["compose.yaml"]
+    groups = deploy_host.gpu_groups(host, tensor_parallel(project["x-replica"]), replicas)
+    router = project["services"]["router"]
+    router["ports"] = [f"{deploy_host.published(host.bind)}:{p.split(':', 1)[1]}" for p in router["ports"]]
+    if host.key_file is not None:
+        for service, image_name in ((project["x-replica"], "sglang-kimi"), (router, "sglang-router")):
+            service["env_file"] = [str(host.key_file)]
+            service["entrypoint"] = deploy_host.with_key(entrypoints[image_name])
+    docs = {name: _expand_replicas(doc, replicas, hostnames=name == "compose.yaml") for name, doc in loaded.items()}
+    for i, group in enumerate(groups):  # Docker maps a `count` to the first N GPUs: ids keep replicas apart
+        reservation = copy.deepcopy(loaded["gpu.yaml"]["x-replica"])
+        for device in reservation["deploy"]["resources"]["reservations"]["devices"]:
+            device.pop("count", None)
+            device["device_ids"] = list(group)
+        docs["gpu.yaml"]["services"][f"replica-{i}"] = reservation
     names = [f"replica-{i}" for i in range(replicas)]
     router["command"] = [*router["command"], "--worker-urls", *(f"http://{n}:30000" for n in names)]
     router["depends_on"] = {n: {"condition": "service_healthy"} for n in names}
     return docs
+
+
+def image_entrypoints(repo_root: Path) -> dict[str, list[str]]:
+    """The ENTRYPOINT of the product image and of the router image, from their Dockerfiles."""
+    return {
+        "sglang-kimi": deploy_host.image_entrypoint(repo_root / "docker" / "Dockerfile"),
+        "sglang-router": deploy_host.image_entrypoint(repo_root / ROUTER_DIR / "Dockerfile"),
+    }
 
 
 def compose_env(refs: dict[str, str], project: str) -> str:
@@ -127,7 +163,6 @@ def compose_env(refs: dict[str, str], project: str) -> str:
             ("SGLANG_KIMI_IMAGE", refs["sglang-kimi"]),
             ("SGLANG_ROUTER_IMAGE", refs["sglang-router"]),
             ("MODEL_DIR", "/data/models"),
-            ("ROUTER_BIND", "0.0.0.0"),
             ("ROUTER_PORT", "30000"),
             ("ROUTER_METRICS_PORT", "29000"),
         )
@@ -185,34 +220,37 @@ def kustomize(directory: Path) -> list[dict]:
 # ---------------------------------------------------------------- render, check, write
 
 
-def render(root: Path, repo_root: Path, out: Path, *, replicas: int, refs: dict[str, str]) -> dict:
-    """Write ``out`` (compose/, k8s/) whole or not at all; the Kubernetes overlays are rendered
-    with kustomize and must pass :mod:`manifests` before anything replaces what ``out`` held."""
+def render(
+    root: Path, repo_root: Path, out: Path, *, replicas: int, refs: dict[str, str], host: deploy_host.Host | None
+) -> dict:
+    """Write ``out`` (compose/ for ``host``, none without one; k8s/) whole or not at all; the
+    Kubernetes overlays are rendered with kustomize and must pass :mod:`manifests` before
+    anything replaces what ``out`` held. Returns the manifests' counts per overlay and what the
+    Compose host was given (the address, the key file, each replica's GPUs)."""
     templates = repo_root / TEMPLATES
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
     try:
         _refuse_to_lose(out)
-        counts = _write(
+        rendered = _write(
             staging,
             templates,
             refs,
             replicas,
+            host,
             project=f"sglang-kimi-{root.name if root != repo_root else 'production'}",
         )
         (staging / MANIFEST).write_text(json.dumps(_digests(staging), indent=1, sort_keys=True) + "\n")
         _replace(out, staging)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    return counts
+    return rendered
 
 
-def _write(dest: Path, templates: Path, refs: dict[str, str], replicas: int, project: str) -> dict:
-    compose = dest / "compose"
-    compose.mkdir()
-    for name, doc in render_compose(templates / "compose", replicas).items():
-        (compose / name).write_text(_header(f"compose/{name}") + yaml.safe_dump(doc, sort_keys=False))
-    (compose / ".env").write_text(compose_env(refs, project))
+def _write(
+    dest: Path, templates: Path, refs: dict[str, str], replicas: int, host: deploy_host.Host | None, project: str
+) -> dict:
+    summary = _write_compose(dest / "compose", templates, refs, replicas, host, project) if host else None
     k8s = dest / "k8s"
     shutil.copytree(templates / "k8s" / "base", k8s / "base")
     problems, counts = [], {}
@@ -236,7 +274,26 @@ def _write(dest: Path, templates: Path, refs: dict[str, str], replicas: int, pro
             + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""),
             "fix deploy/k8s; nothing was written",
         )
-    return counts
+    return {"manifests": counts, "compose": summary}
+
+
+def _write_compose(
+    compose: Path, templates: Path, refs: dict[str, str], replicas: int, host: deploy_host.Host, project: str
+) -> dict:
+    """The Compose project for ``host``; returns what the host was given."""
+    compose.mkdir()
+    docs = render_compose(templates / "compose", replicas, host, image_entrypoints(templates.parent))
+    for name, doc in docs.items():
+        (compose / name).write_text(_header(f"compose/{name}") + yaml.safe_dump(doc, sort_keys=False))
+    (compose / ".env").write_text(compose_env(refs, project))
+    return {
+        "bind": host.bind,
+        "api_key_file": str(host.key_file) if host.key_file else None,
+        "gpus": {
+            name: service["deploy"]["resources"]["reservations"]["devices"][0]["device_ids"]
+            for name, service in docs["gpu.yaml"]["services"].items()
+        },
+    }
 
 
 def _header(template: str) -> str:

@@ -3,8 +3,9 @@
 Two checks on kustomize's output: :func:`schema_problems` (the OpenAPI schema of a pinned
 Kubernetes release, strict) and :func:`policy_problems` (what a replica of Kimi K2.5 needs and what
 the schema cannot know: eight GPUs, shared memory, probes that outlast a 45-minute load, one
-replica down at a time, a router allowed to find the replicas). Each problem is one line naming
-the resource and what to add.
+replica down at a time, a router allowed to find the replicas, the API key from a Secret only, and
+a NetworkPolicy that lets only the router reach the replicas' serving port). Each problem is one
+line naming the resource and what to add.
 """
 
 from __future__ import annotations
@@ -18,6 +19,11 @@ MODEL_LOAD_SECONDS = 45 * 60  # the longest model load a startup probe must allo
 WORKER_LABELS = {"app.kubernetes.io/name": "sglang-kimi", "app.kubernetes.io/component": "worker"}
 LEADER_LABEL = "leaderworkerset.sigs.k8s.io/worker-index=0"
 PROBES = ("startupProbe", "readinessProbe", "livenessProbe")
+ROUTER_LABELS = {"app.kubernetes.io/name": "sglang-router"}
+SCRAPER_LABELS = {"app.kubernetes.io/name": "prometheus"}  # may reach the serving port for /metrics
+SERVING_PORT = 30000
+DIST_INIT_PORT = 20000  # --dist-init-addr: the pods of a multi-node replica meet there
+API_KEY_SECRET = "sglang-kimi-api-key"  # what the templates name; the policy asks for a Secret, not this one
 
 
 def _name(doc: dict) -> str:
@@ -185,4 +191,162 @@ def policy_problems(docs: list[dict]) -> list[str]:
         for d in docs
     ):
         problems.append("no Service in front of the router")
-    return problems + _router_problems(docs, multinode)
+    return problems + _router_problems(docs, multinode) + api_key_problems(docs) + network_problems(docs, multinode)
+
+
+# ---------------------------------------------------------------- the API key
+
+
+def _containers(doc: dict) -> Iterator[tuple[str, dict, bool]]:
+    """(where, container, serves HTTP behind or as the router) of every container a Deployment
+    or LeaderWorkerSet runs."""
+    spec = doc.get("spec", {})
+    if doc.get("kind") == "Deployment":
+        template = spec.get("template", {})
+        serves = doc["metadata"]["name"] == "sglang-router" or _is_worker(template)
+        templates = [("", template, serves)]
+    elif doc.get("kind") == "LeaderWorkerSet":
+        lwt = spec.get("leaderWorkerTemplate", {})
+        templates = [
+            (f" {part[:-8]}", lwt[part], part == "leaderTemplate") for part in lwt if part.endswith("Template")
+        ]
+    else:
+        templates = []
+    for part, template, serves in templates:
+        for c in template.get("spec", {}).get("containers", []):
+            yield f"{_name(doc)}{part} container {c.get('name')}", c, serves
+
+
+def _key_source(container: dict) -> tuple[str, str] | str | None:
+    """Where the container's ``--api-key`` comes from: the (Secret, key) of a secretKeyRef, a
+    string saying what is wrong, or None without ``--api-key``."""
+    argv = [str(a) for a in container.get("command", []) + container.get("args", [])]
+    values = [
+        a.partition("=")[2] if a.startswith("--api-key=") else (argv[i + 1] if i + 1 < len(argv) else "")
+        for i, a in enumerate(argv)
+        if a == "--api-key" or a.startswith("--api-key=")
+    ]
+    if not values:
+        return None
+    env = {e.get("name"): e for e in container.get("env", [])}
+    refs = set()
+    for value in values:
+        variable = value[2:-1] if value.startswith("$(") and value.endswith(")") else None
+        ref = env.get(variable, {}).get("valueFrom", {}).get("secretKeyRef") if variable else None
+        if not (ref and ref.get("name") and ref.get("key")):
+            return "--api-key is not $(VAR) with VAR from a Secret (env valueFrom.secretKeyRef): a key in a manifest"
+        refs.add((ref["name"], ref["key"]))
+    return refs.pop() if len(refs) == 1 else "--api-key is given twice, from different Secrets"
+
+
+def api_key_problems(docs: list[dict]) -> list[str]:
+    """The router and every replica that serves HTTP require the API key; every ``--api-key``
+    comes from a Secret (never a literal in a manifest), and the same one: the router sends its
+    own key to the replicas."""
+    problems, sources = [], {}
+    for doc in docs:
+        for where, container, serves in _containers(doc):
+            source = _key_source(container)
+            if isinstance(source, str):
+                problems.append(f"{where}: {source}")
+            elif source:
+                sources[where] = source
+            elif serves:
+                problems.append(
+                    f"{where}: no --api-key: take it from a Secret (env valueFrom.secretKeyRef, then $(VAR))"
+                )
+    if len(set(sources.values())) > 1:
+        problems.append(
+            f"--api-key comes from different Secrets {sorted(set(sources.values()))}: the router sends its own "
+            "key to the replicas, so they must share one"
+        )
+    return problems
+
+
+# ---------------------------------------------------------------- who reaches the replicas
+
+
+def _may_select(selector: dict, labels: dict[str, str]) -> bool:
+    """Whether a label selector may select pods labelled ``labels`` (matchExpressions: assumed so)."""
+    return all(labels.get(k) == v for k, v in selector.get("matchLabels", {}).items())
+
+
+def _covers(ports: list[dict], port: int, names: set[str]) -> bool:
+    """Whether a rule's ``ports`` admit TCP ``port`` (known by ``names`` too); none: all ports."""
+    if not ports:
+        return True
+    for p in ports:
+        value = p.get("port")
+        if p.get("protocol", "TCP") != "TCP":
+            continue
+        if value is None or value in names or (isinstance(value, int) and value <= port <= p.get("endPort", value)):
+            return True
+    return False
+
+
+def _peer(peer: dict) -> str | None:
+    """Who a ``from`` entry admits, if it may reach the serving port (None: it may not)."""
+    pods = peer.get("podSelector")
+    if pods is None or "ipBlock" in peer:
+        return None
+    if "namespaceSelector" not in peer and _selects_only(pods, ROUTER_LABELS):
+        return "router"
+    if _selects_only(pods, SCRAPER_LABELS):
+        return "scraper"
+    return None
+
+
+def _selects_only(selector: dict, labels: dict[str, str]) -> bool:
+    """Whether every pod ``selector`` selects carries ``labels``."""
+    return all(selector.get("matchLabels", {}).get(k) == v for k, v in labels.items())
+
+
+def network_problems(docs: list[dict], multinode: bool) -> list[str]:
+    """A NetworkPolicy isolates the replicas; whatever any policy admits to their serving port is
+    the router (same namespace) or the metrics scraper; the router is admitted; and the pods of a
+    multi-node replica reach each other (--dist-init-addr)."""
+    names = {
+        str(p["name"])
+        for d in docs
+        for _, pod, _ in _pod_templates(d)
+        for c in pod.get("spec", {}).get("containers", [])
+        for p in c.get("ports", [])
+        if p.get("containerPort") == SERVING_PORT and p.get("name")
+    }
+    policies = [
+        d
+        for d in docs
+        if d.get("kind") == "NetworkPolicy" and _may_select(d.get("spec", {}).get("podSelector", {}), WORKER_LABELS)
+    ]
+    problems = []
+    if not any(
+        "Ingress" in d["spec"].get("policyTypes", ["Ingress"]) and not d["spec"]["podSelector"].get("matchExpressions")
+        for d in policies
+    ):
+        problems.append(f"no NetworkPolicy isolates the replicas: every pod could reach their port {SERVING_PORT}")
+    admitted: set[str] = set()
+    peers = False
+    for doc in policies:
+        for i, rule in enumerate(doc["spec"].get("ingress", [])):
+            group = [p for p in rule.get("from", []) if "namespaceSelector" not in p and "podSelector" in p]
+            if any(_selects_only(p["podSelector"], WORKER_LABELS) for p in group) and _covers(
+                rule.get("ports", []), DIST_INIT_PORT, set()
+            ):
+                peers = True
+            if not _covers(rule.get("ports", []), SERVING_PORT, names):
+                continue
+            who = [_peer(p) for p in rule.get("from", [])] or [None]
+            if None in who:
+                problems.append(
+                    f"{_name(doc)}: ingress[{i}] lets pods other than the router and the metrics scraper reach the "
+                    f"replicas' port {SERVING_PORT}"
+                )
+            admitted.update(w for w in who if w)
+    if policies and "router" not in admitted:
+        problems.append(f"no NetworkPolicy lets the router ({ROUTER_LABELS}) reach the replicas' port {SERVING_PORT}")
+    if multinode and not peers:
+        problems.append(
+            f"no NetworkPolicy lets the pods of a replica reach each other (port {DIST_INIT_PORT} of "
+            "--dist-init-addr, and NCCL's)"
+        )
+    return problems

@@ -17,7 +17,18 @@ from pathlib import Path
 
 import pytest
 import yaml
-from deploy_render import kind, leader, load_all, multinode, render, rendered, single, workers  # noqa: F401  (fixtures)
+from deploy_render import (  # noqa: F401  (fixtures)
+    gpu_groups,
+    kind,
+    leader,
+    load_all,
+    multinode,
+    render,
+    rendered,
+    shared_gpus,
+    single,
+    workers,
+)
 from helpers import REPO_ROOT, assert_one_line_error, run_cli
 
 from sglpatch.ship import deploy
@@ -89,9 +100,7 @@ def test_replica_count_reaches_compose_and_both_overlays(rendered, single, multi
     assert urls == [f"http://{r}:30000" for r in replicas]
     assert router["depends_on"] == {r: {"condition": "service_healthy"} for r in replicas}
     gpu = yaml.safe_load((out / "compose" / "gpu.yaml").read_text())
-    assert {s: v["deploy"]["resources"]["reservations"]["devices"][0]["count"] for s, v in gpu["services"].items()} == {
-        r: 8 for r in replicas
-    }
+    assert gpu_groups(gpu) == {r: [str(g) for g in range(8 * i, 8 * i + 8)] for i, r in enumerate(replicas)}
     assert kind(single, "Deployment", "sglang-kimi")[0]["spec"]["replicas"] == 3
     assert kind(multinode, "LeaderWorkerSet")[0]["spec"]["replicas"] == 3
     assert not kind(multinode, "Deployment", "sglang-kimi")
@@ -133,11 +142,13 @@ def test_a_template_without_a_probe_is_refused_whole_and_the_last_output_stays(t
     workers = project / "deploy" / "k8s" / "base" / "workers.yaml"
     text = workers.read_text()
     workers.write_text(text.replace("          livenessProbe:", "          x-livenessProbe:"))
-    result = run_cli(project, "deploy", "--out", str(out), "--replicas", "4")
+    result = run_cli(project, "deploy", "--out", str(out), "--replicas", "4", "--gpus", "32")
     assert_one_line_error(result, "not fit to apply", "x-livenessProbe' was unexpected")
     start, end = text.index("          livenessProbe:"), text.index("          volumeMounts:")
     workers.write_text(text[:start] + text[end:])
-    assert_one_line_error(run_cli(project, "deploy", "--out", str(out), "--replicas", "4"), "no livenessProbe")
+    assert_one_line_error(
+        run_cli(project, "deploy", "--out", str(out), "--replicas", "4", "--gpus", "32"), "no livenessProbe"
+    )
     assert {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "project"]  # no staging left behind
 
@@ -210,7 +221,8 @@ def test_compose_and_kubernetes_run_the_replicas_with_the_same_arguments(rendere
         "--dist-init-addr",
         "$(LWS_LEADER_ADDRESS):20000",
     }
-    assert compose["command"] == k8s
+    # Kubernetes passes the key in the arguments (from the Secret); Compose appends it in its entrypoint
+    assert compose["command"] + ["--api-key", "$(ROUTER_API_KEY)"] == k8s
     # two machines: TP 16, the multi-node flags, and no allreduce fusion (FlashInfer's fused
     # allreduce works within one machine)
     expected = [a for a in k8s if a != "--enable-flashinfer-allreduce-fusion"]
@@ -261,7 +273,7 @@ def test_deploy_replaces_only_what_it_wrote_itself(tmp_path):
     replaced (the twin)."""
     out = tmp_path / "out"
     assert run_cli(REPO_ROOT, "deploy", "--out", str(out)).returncode == 0
-    assert run_cli(REPO_ROOT, "deploy", "--out", str(out), "--replicas", "3").returncode == 0
+    assert run_cli(REPO_ROOT, "deploy", "--out", str(out), "--replicas", "3", "--gpus", "24").returncode == 0
     compose = out / "compose" / "compose.yaml"
     assert "replica-2" in compose.read_text()
     compose.write_text(compose.read_text() + "# my change\n")
@@ -277,3 +289,200 @@ def test_deploy_replaces_only_what_it_wrote_itself(tmp_path):
     assert_one_line_error(run_cli(REPO_ROOT, "deploy", "--out", str(foreign)), "was not written by")
     assert [p.name for p in foreign.iterdir()] == ["README"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "project"]
+
+
+# ---------------------------------------------------------------- one Compose host: GPUs, address, key
+
+
+def _key_file(tmp_path, key="k" * 8 + "0123456789abcdef", mode=0o600, text=None):
+    path = tmp_path / "api-key.env"
+    path.write_text(text if text is not None else f"# the router's key\nROUTER_API_KEY={key}\n")
+    path.chmod(mode)
+    return path
+
+
+def _compose(out, name="compose.yaml"):
+    return yaml.safe_load((out / "compose" / name).read_text())
+
+
+@pytest.mark.parametrize("replicas", [1, 2, 3, 4])
+def test_each_replica_on_one_host_gets_its_own_gpus(tmp_path, replicas):
+    out, data = render(tmp_path, "--replicas", str(replicas), "--gpus", "32")
+    gpu = _compose(out, "gpu.yaml")
+    assert shared_gpus(gpu) == []
+    groups = gpu_groups(gpu)
+    assert list(groups) == [f"replica-{i}" for i in range(replicas)]
+    assert all(len(ids) == 8 for ids in groups.values())
+    assert data["compose_host"]["gpus"] == groups
+    # the group is the tensor-parallel size the replica command runs
+    command = _compose(out)["services"]["replica-0"]["command"]
+    assert command[command.index("--tp-size") + 1] == "8"
+    # negative twin: what deploy wrote before (a count per replica) shares GPUs 0-7, and is caught
+    counted = {
+        "services": {r: {"deploy": {"resources": {"reservations": {"devices": [{"count": 8}]}}}} for r in groups}
+    }
+    assert shared_gpus(counted) == [f"{r}: a count, not device_ids" for r in groups]
+    overlapping = {
+        "services": {
+            r: {"deploy": {"resources": {"reservations": {"devices": [{"device_ids": ["0"]}]}}}} for r in groups
+        }
+    }
+    assert (shared_gpus(overlapping) != []) == (replicas > 1)
+
+
+def test_gpu_ids_are_grouped_in_the_order_given(tmp_path):
+    ids = [f"GPU-{i:08x}-aaaa-bbbb-cccc-0000000000{i:02d}" for i in range(16)]
+    out, _ = render(tmp_path, "--replicas", "2", "--gpu-ids", ",".join(reversed(ids)))
+    assert gpu_groups(_compose(out, "gpu.yaml")) == {"replica-0": ids[:7:-1], "replica-1": ids[7::-1]}
+
+
+def test_more_replicas_than_the_host_has_gpu_groups_is_refused(tmp_path):
+    out = tmp_path / "o"
+    for args, needle in (
+        ((), "--replicas 2 needs 16 GPUs on the Compose host (8 per replica, its --tp-size), which has 8 (the default"),
+        (("--gpus", "15"), "which has 15 (--gpus 15)"),
+        (("--gpu-ids", "0,1,2,3,4,5,6,7,8"), "which has 9 (--gpu-ids"),
+    ):
+        result = run_cli(REPO_ROOT, "deploy", "--out", str(out), "--replicas", "2", *args)
+        line = assert_one_line_error(result, needle, "--no-compose")
+        assert "Kubernetes" in line
+    assert not out.exists()
+    for args, needle in (
+        (("--gpus", "0"), "--gpus 0 is not a number of GPUs"),
+        (("--gpus", "eight"), "--gpus eight"),
+        (("--gpu-ids", "0,1,1"), "distinct"),
+        (("--gpu-ids", "0,,1"), "--gpu-ids"),
+        (("--gpus", "8", "--gpu-ids", "0"), "both given"),
+        (("--no-compose", "--gpus", "16"), "--gpus is a Compose setting"),
+    ):
+        assert_one_line_error(run_cli(REPO_ROOT, "deploy", "--out", str(out), *args), needle)
+    assert not out.exists()
+    # the twins: a host with two groups takes two replicas; Kubernetes alone takes any number
+    assert run_cli(REPO_ROOT, "deploy", "--out", str(out), "--replicas", "2", "--gpus", "16").returncode == 0
+    out2, data = render(tmp_path, "--replicas", "5", "--no-compose")
+    assert not (out2 / "compose").exists() and data["compose"] is None
+    assert (
+        kind(load_all(out2 / "k8s" / "single.rendered.yaml"), "Deployment", "sglang-kimi")[0]["spec"]["replicas"] == 5
+    )
+
+
+def test_the_router_is_published_on_loopback_only_by_default(tmp_path):
+    out, data = render(tmp_path)
+    services = _compose(out)["services"]
+    assert services["router"]["ports"] == [
+        "127.0.0.1:${ROUTER_PORT:-30000}:30000",
+        "127.0.0.1:${ROUTER_METRICS_PORT:-29000}:29000",
+    ]
+    assert not any("ports" in s for n, s in services.items() if n != "router")  # the replicas publish nothing
+    assert not any("env_file" in s or "entrypoint" in s for s in services.values())
+    assert "BIND" not in (out / "compose" / ".env").read_text()  # no variable can move it at `up` time
+    assert data["compose_host"] == {
+        "bind": "127.0.0.1",
+        "api_key_file": None,
+        "gpus": {"replica-0": [str(i) for i in range(8)]},
+    }
+    # the twin: opting in moves it
+    out, _ = render(tmp_path, "--bind", "0.0.0.0", "--api-key-file", str(_key_file(tmp_path)), line="latest")
+    assert {p.split(":")[0] for p in _compose(out)["services"]["router"]["ports"]} == {"0.0.0.0"}
+
+
+def test_a_bind_beyond_loopback_needs_a_usable_key_file(tmp_path):
+    out = tmp_path / "o"
+    for address in ("0.0.0.0", "192.168.1.5", "::"):
+        result = run_cli(REPO_ROOT, "deploy", "--out", str(out), "--bind", address)
+        assert_one_line_error(
+            result, f"--bind {address} publishes the router beyond this host without an API key", "--api-key-file"
+        )
+    assert_one_line_error(run_cli(REPO_ROOT, "deploy", "--out", str(out), "--bind", "example.org"), "not an IP address")
+    key = "s3cret-" + "9" * 20
+    for kwargs, needle in (
+        ({"mode": 0o644}, "readable by every user"),
+        ({"text": "OTHER=1\n"}, "sets no ROUTER_API_KEY"),
+        ({"text": "ROUTER_API_KEY=\n"}, "sets no ROUTER_API_KEY"),
+        ({"key": "short"}, "is not 16 or more"),
+        ({"key": f'"{key}"'}, "no quotes"),
+    ):
+        path = _key_file(tmp_path, **{"key": key, **kwargs})
+        result = run_cli(REPO_ROOT, "deploy", "--out", str(out), "--bind", "0.0.0.0", "--api-key-file", str(path))
+        assert key not in assert_one_line_error(result, needle) + result.stdout
+    assert_one_line_error(
+        run_cli(REPO_ROOT, "deploy", "--out", str(out), "--api-key-file", str(tmp_path / "missing.env")), "cannot read"
+    )
+    assert not out.exists()
+    # the twins: another loopback address needs no key; 0.0.0.0 with a good key file renders
+    assert run_cli(REPO_ROOT, "deploy", "--out", str(out), "--bind", "127.0.0.2").returncode == 0
+    path = _key_file(tmp_path, key=key)
+    assert (
+        run_cli(REPO_ROOT, "deploy", "--out", str(out), "--bind", "0.0.0.0", "--api-key-file", str(path)).returncode
+        == 0
+    )
+
+
+def _holding(directory, needle):
+    return sorted(
+        str(p.relative_to(directory)) for p in directory.rglob("*") if p.is_file() and needle.encode() in p.read_bytes()
+    )
+
+
+def test_the_key_is_in_no_rendered_file_and_both_router_and_replicas_require_it(tmp_path):
+    key = "Zx9" + "q" * 29 + "-end"
+    path = _key_file(tmp_path, key=key)
+    result = run_cli(
+        REPO_ROOT,
+        "deploy",
+        "--out",
+        str(tmp_path / "out"),
+        "--replicas",
+        "2",
+        "--gpus",
+        "16",
+        "--bind",
+        "0.0.0.0",
+        "--api-key-file",
+        str(path),
+        "--json",
+    )
+    assert result.returncode == 0, result.stderr
+    out = tmp_path / "out"
+    assert len(list(out.rglob("*"))) > 10
+    assert _holding(out, key) == [] and key not in result.stdout + result.stderr
+    services = _compose(out)["services"]
+    from sglpatch.ship import deploy_host
+
+    for name, dockerfile in (("replica-1", "docker/Dockerfile"), ("router", "docker/router/Dockerfile")):
+        assert services[name]["env_file"] == [str(path)]
+        assert services[name]["entrypoint"] == deploy_host.with_key(
+            deploy_host.image_entrypoint(REPO_ROOT / dockerfile)
+        )
+    # negative twin: the same search finds the key where it is
+    leaked = out / "compose" / "compose.yaml"
+    leaked.write_text(leaked.read_text() + f"# {key}\n")
+    assert _holding(out, key) == ["compose/compose.yaml"]
+
+
+def test_docker_compose_reads_the_key_from_the_env_file_into_router_and_replicas(tmp_path, compose_cli):
+    key = "a1" * 16
+    path = _key_file(tmp_path, key=key)
+    out, _ = render(tmp_path, "--replicas", "2", "--gpus", "16", "--bind", "0.0.0.0", "--api-key-file", str(path))
+    config = subprocess.run(
+        [compose_cli, "-f", "compose.yaml", "-f", "cpu.yaml", "config"],
+        cwd=out / "compose",
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )
+    assert config.returncode == 0, config.stderr
+    services = yaml.safe_load(config.stdout)["services"]
+    assert {n: s["environment"].get("ROUTER_API_KEY") for n, s in services.items()} == {
+        "replica-0": key,
+        "replica-1": key,
+        "router": key,
+    }
+    # `config` prints what Compose would read again: `$` still escaped as `$$`
+    assert services["router"]["entrypoint"][2].startswith('exec "$$0" "$$@" --api-key "$${ROUTER_API_KEY:?')
+    # the twin: without the file Compose refuses to start anything
+    path.unlink()
+    config = subprocess.run(
+        [compose_cli, "config"], cwd=out / "compose", capture_output=True, text=True, stdin=subprocess.DEVNULL
+    )
+    assert config.returncode != 0 and "api-key.env" in config.stderr

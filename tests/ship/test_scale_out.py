@@ -5,7 +5,9 @@ The product image is built on the stand-in base as in tests/test_image_build.py;
 is docker/router/Dockerfile on Debian bookworm (the stand-in for debian:bookworm-slim, plus this
 machine's CAs for pip), built with the exact command `deploy` prints. All traffic goes to the
 router's port, published on 127.0.0.1 only; the replicas talk to the router on the project's own
-bridge network. Bounded: every load has a fixed number of requests and a deadline.
+bridge network. The project is rendered with an API key file: the router and the replicas require
+its key, which the tests send with every request but the ones that must be refused. Bounded: every
+load has a fixed number of requests and a deadline.
 
 What the docs promise (docs/scale-out.md, "What was tested here") and these tests assert: requests
 through the router come back with the speculative metrics and both replicas serve some; with one
@@ -19,6 +21,7 @@ import concurrent.futures
 import json
 import os
 import re
+import secrets
 import shutil
 import signal
 import socket
@@ -66,13 +69,12 @@ def _free_port() -> int:
 class Project:
     """A rendered Compose project run with docker-compose against the test engine."""
 
-    def __init__(self, directory: Path, engine, models: Path, name: str):
-        self.dir, self.engine, self.name = directory, engine, name
+    def __init__(self, directory: Path, engine, models: Path, name: str, key: str):
+        self.dir, self.engine, self.name, self.key = directory, engine, name, key
         self.port, self.metrics_port = _free_port(), _free_port()
         self.env = {
             **os.environ,
             **engine.env(),
-            "ROUTER_BIND": "127.0.0.1",
             "ROUTER_PORT": str(self.port),
             "ROUTER_METRICS_PORT": str(self.metrics_port),
             "MODEL_DIR": str(models),
@@ -105,10 +107,17 @@ class Project:
     def url(self, path: str) -> str:
         return f"http://127.0.0.1:{self.port}{path}"
 
-    def generate(self, prompt: str, timeout: float = 300, sampling: dict = scripts.GREEDY) -> tuple[int, dict]:
+    def auth(self, key: str | None = "") -> dict[str, str]:
+        """The header that carries ``key`` (the project's by default; None: no header)."""
+        key = self.key if key == "" else key
+        return {"Authorization": f"Bearer {key}"} if key is not None else {}
+
+    def generate(
+        self, prompt: str, timeout: float = 300, sampling: dict = scripts.GREEDY, key: str | None = ""
+    ) -> tuple[int, dict]:
         request = urllib.request.Request(
             self.url("/generate"),
-            headers={"Content-Type": "application/json"},
+            headers={"Content-Type": "application/json", **self.auth(key)},
             data=json.dumps({"text": prompt, "sampling_params": sampling}).encode(),
         )
         try:
@@ -120,7 +129,9 @@ class Project:
             return 0, {"error": str(exc)}
 
     def workers(self) -> list[dict]:
-        with urllib.request.urlopen(self.url("/workers"), timeout=10) as resp:
+        with urllib.request.urlopen(
+            urllib.request.Request(self.url("/workers"), headers=self.auth()), timeout=10
+        ) as resp:
             return json.loads(resp.read())["workers"]
 
 
@@ -135,9 +146,26 @@ def images(tmp_path_factory, docker_engine, standin_base):
     start = time.monotonic()
     built = image_cli(project, docker_engine, "--repo", REPO, "--base-image", standin_base, *TEST_BUILD_ARGS, "--json")
     assert built.returncode == 0, built.stderr[-6000:]
-    rendered = run_cli(project, "deploy", "--replicas", str(REPLICAS), "--repo", REPO, "--json")
+    key_file = project.parent / "api-key.env"
+    key = secrets.token_hex(32)
+    key_file.write_text(f"ROUTER_API_KEY={key}\n")
+    key_file.chmod(0o600)
+    rendered = run_cli(
+        project,
+        "deploy",
+        "--replicas",
+        str(REPLICAS),
+        "--gpus",
+        str(8 * REPLICAS),  # the CPU run leaves gpu.yaml out, but the project is rendered for a host
+        "--api-key-file",
+        str(key_file),
+        "--repo",
+        REPO,
+        "--json",
+    )
     assert rendered.returncode == 0, rendered.stderr
-    data = json.loads(rendered.stdout)
+    data = {**json.loads(rendered.stdout), "api_key": key}
+    assert not [p for p in Path(data["out"]).rglob("*") if p.is_file() and key.encode() in p.read_bytes()]
     base = image_standin.router_base(docker_engine, sglang_runtime.cache_dir())
     argv = deploy.router_build_argv(REPO_ROOT, data["images"]["sglang-router"], base_image=base)
     router = subprocess.run(
@@ -158,7 +186,9 @@ def up(images, docker_engine, always0_pair, tmp_path_factory):
     models = tmp_path_factory.mktemp("models")
     shutil.copytree(always0_pair[0], models / "target")
     shutil.copytree(always0_pair[1], models / "draft")
-    project = Project(Path(images["compose"]), docker_engine, models, f"sglpatch-scale-{os.getpid()}")
+    project = Project(
+        Path(images["compose"]), docker_engine, models, f"sglpatch-scale-{os.getpid()}", images["api_key"]
+    )
     start = time.monotonic()
     try:
         project.compose("up", "-d", timeout=UP_TIMEOUT)  # returns once the replicas are healthy and the router runs
@@ -190,6 +220,44 @@ def test_requests_through_the_router_come_back_speculative_from_both_replicas(up
     served = {f"replica-{i}": up.served(f"replica-{i}") for i in range(REPLICAS)}
     _say(f"8 requests through the router, served per replica: {served}")
     assert sum(served.values()) == 8 and all(served.values()), served
+
+
+def _from_the_router(project: Project, url: str, key: str | None) -> int:
+    """The status of a POST to ``url`` sent from inside the router's container (the replicas
+    publish no port: only the project's network reaches them)."""
+    script = (
+        "import json, sys, urllib.error, urllib.request\n"
+        "key = sys.argv[2]\n"
+        "headers = {'Content-Type': 'application/json', **({'Authorization': 'Bearer ' + key} if key else {})}\n"
+        "body = json.dumps({'text': 'Hello', 'sampling_params': {'max_new_tokens': 2}}).encode()\n"
+        "request = urllib.request.Request(sys.argv[1], data=body if sys.argv[1].endswith('/generate') else None, "
+        "headers=headers)\n"
+        "try:\n    print(urllib.request.urlopen(request, timeout=120).status)\n"
+        "except urllib.error.HTTPError as exc:\n    print(exc.code)\n"
+    )
+    out = project.engine.docker("exec", project.container("router"), "python3", "-c", script, url, key or "")
+    return int(out.stdout.strip())
+
+
+def test_the_router_and_the_replicas_require_the_api_key(up):
+    """Without the key (or with another) the router answers 401; with it the request is served,
+    which also proves the router passes its key on: the replicas refuse a request without it."""
+    assert up.generate(_prompt(0), key=None)[0] == 401
+    assert up.generate(_prompt(0), key="not-" + up.key)[0] == 401
+    status, out = up.generate(_prompt(0))
+    assert status == 200 and out["meta_info"]["completion_tokens"] >= 1, out
+    replica = "http://replica-0:30000"
+    statuses = {
+        "without": _from_the_router(up, f"{replica}/generate", None),
+        "another": _from_the_router(up, f"{replica}/generate", "x" * 64),
+        "with": _from_the_router(up, f"{replica}/generate", up.key),
+        "health": _from_the_router(up, f"{replica}/health", None),  # what its health check asks
+    }
+    _say(f"/generate on the router without the key: 401, with it: 200; on replica-0 directly: {statuses}")
+    assert statuses == {"without": 401, "another": 401, "with": 200, "health": 200}
+    # the probes and the router's readiness need no key
+    with urllib.request.urlopen(up.url("/readiness"), timeout=10) as resp:
+        assert resp.status == 200
 
 
 def test_every_router_flag_in_the_templates_is_one_the_pinned_router_knows(images, docker_engine):
