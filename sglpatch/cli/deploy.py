@@ -55,7 +55,7 @@ def _compose_line(out: Path, compose: dict | None) -> str:
         return "  Compose:    not written (--no-compose)"
     gpus = "; ".join(f"{name} GPUs {','.join(ids)}" for name, ids in compose["gpus"].items())
     key = f"the API key from {compose['api_key_file']}" if compose["api_key_file"] else "no API key"
-    where = f"cd {out / 'compose'} && docker-compose up -d"
+    where = f"cd {out / 'compose'} && docker compose up -d"  # Compose v2; v1 `docker-compose` reads the same files
     return f"  Compose:    {where}   (one host: {gpus}; the router on {compose['bind']}, {key})"
 
 
