@@ -40,7 +40,7 @@ def register_cli(sub, common) -> None:
 
 def handler(args) -> int:
     root = args.root
-    if args.onto:
+    if args.onto is not None:  # `--onto ''` is a version to refuse, not a resume
         data = rebase.start(root, args.onto, args.commit, args.dry_run)
     else:
         data = rebase.resume(root, args.action)

@@ -72,6 +72,7 @@ from sglpatch.upstream.pin import Pin, read_pin, validate_version
 
 def start(root: Path, onto: str, commit: str | None = None, dry_run: bool = False) -> dict:
     version = validate_version(onto)
+    onto = _as_released(version)  # `v0.5.10`, `0.5.10 `, `0.5.10.0` are 0.5.10, never a tag of their own
     pin = read_pin(root)  # the command's one read of the pin: passed down to every step below
     if version == Version(pin.version):
         raise UserError(f"the series is already on SGLang {onto}", "name a newer release")
@@ -104,6 +105,12 @@ def start(root: Path, onto: str, commit: str | None = None, dry_run: bool = Fals
             if not rebase_in_progress(line_of(root)):  # rolled back: drop its scratch state too
                 drop_scratch_state(root, queue.repo)
             raise
+
+
+def _as_released(version: Version) -> str:
+    """``version`` as the index spells the release (PEP 440 equal); else its normal form, for
+    the import to say the index lacks it."""
+    return next((v for v in source.released_versions() if Version(v) == version), str(version))
 
 
 def _start(root: Path, tx, queue: PatchQueue, series, pin, onto: str, commit: str | None) -> dict:

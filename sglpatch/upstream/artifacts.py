@@ -69,6 +69,14 @@ def released_versions() -> list[str]:
     return [str(v) for v in sorted(v for v in found if v is not None and not v.is_prerelease)]
 
 
+def _yanked_reason(version: str) -> str | None:
+    """Why the index yanked ``version`` ("" when it gives no reason), or None: not yanked."""
+    for f in _index_listing().get("files", []):
+        if _filename_version(f["filename"]) == Version(version) and f.get("yanked"):
+            return f["yanked"] if isinstance(f["yanked"], str) else ""
+    return None
+
+
 def _index_files(version: str) -> list[RemoteFile]:
     listing = _index_listing()
     files = []
@@ -187,6 +195,12 @@ def _find_remote(version: str, kind: str) -> RemoteFile | None:
         _CACHED_LISTING[version] = _index_files(version)
     files = _CACHED_LISTING[version]
     if not files:
+        yanked = _yanked_reason(version)
+        if yanked is not None:
+            raise UserError(
+                f"SGLang {version} was yanked from the package index{f' ({yanked})' if yanked else ''}",
+                "name another release (see `pip index versions sglang`)",
+            )
         raise UserError(
             f"SGLang {version} is not on the package index", "name a released version (see `pip index versions sglang`)"
         )

@@ -171,6 +171,21 @@ def test_every_verdict_but_conflict_and_the_repository_after(env):
     assert run_cli(root, "prepare", env=env["env"]).returncode == 0
 
 
+@pytest.mark.parametrize("spelling", ["v1.1.0", "1.1.0 ", "1.1", "1.1.0.0"])
+def test_a_version_spelled_another_way_is_the_release_it_names(env, spelling):
+    root = make_repo(env, ["clean"])
+    result = run_cli(root, "rebase", "--onto", spelling, "--dry-run", "--json", env=env["env"])
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["onto"] == "1.1.0"
+    tags = git.Repo(Path(env["env"]["SGLPATCH_CACHE"]) / "mirror").git.tag("--list", "release/*").splitlines()
+    assert sorted(tags) == ["release/1.0.0", "release/1.1.0"]  # the release's own tag, no twin
+
+
+def test_an_empty_onto_is_refused_not_taken_for_a_resume(env):
+    root = make_repo(env, ["clean"])
+    assert_one_line_error(run_cli(root, "rebase", "--onto", "", env=env["env"]), "'' is not a PEP 440 version")
+
+
 def test_conflict_stops_with_markers_then_continue(env):
     root = make_repo(env, ["clean", "conflict", "moved"])
     result = run_cli(root, "rebase", "--onto", "1.1.0", env=env["env"])

@@ -105,9 +105,15 @@ def test_the_released_versions_are_the_final_ones_not_withdrawn_oldest_first(iso
     local_index.publish("sglang-0.5.12.tar.gz", b"withdrawn", yanked="a broken build")
     local_index.publish("sglang-0.5.13-py3-none-any.whl", b"withdrawn", yanked=True)
     assert source.released_versions() == ["0.5.2", "0.5.9", "0.5.10"]
-    # a withdrawn file is offered for nothing: its release is not on the index
-    with pytest.raises(UserError, match="SGLang 0.5.12 is not on the package index"):
+    # a withdrawn file is offered for nothing, and its release is named as yanked, with the reason
+    with pytest.raises(
+        UserError, match=r"^SGLang 0\.5\.12 was yanked from the package index \(a broken build\): name another"
+    ):
         source.release_artifact("0.5.12", "sdist")
+    with pytest.raises(UserError, match=r"^SGLang 0\.5\.13 was yanked from the package index: name another"):
+        source.release_artifact("0.5.13", "wheel")
+    with pytest.raises(UserError, match="SGLang 0.5.14 is not on the package index"):  # the twin: never listed
+        source.release_artifact("0.5.14", "sdist")
     assert source.release_artifact("0.5.10", "wheel").read_bytes() == b"sglang-0.5.10-py3-none-any.whl"
     assert source.release_artifact("0.5.10", "sdist") is None  # a wheel-only release
 
