@@ -11,6 +11,7 @@ from __future__ import annotations
 import email.errors
 import email.header
 import hashlib
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -164,9 +165,20 @@ def read_series_lines(path: Path) -> list[SeriesLine]:
 def read_series_names(root: Path) -> list[str]:
     """The patch names listed in the series file, validated for form and duplicates."""
     path = series_path(root)
+    refuse_link(path)
     if not path.is_file():
         raise UserError(f"no series file at {path}", "create it: one patch file name per line, `#` for comments")
     return [line.name for line in read_series_lines(path) if line.name]
+
+
+def refuse_link(path: Path) -> None:
+    """A series or patch file is a file of the repository: a link would make the tool read, and
+    rewrite, a file elsewhere."""
+    if path.is_symlink():
+        raise UserError(
+            f"{path} is a symbolic link (to {os.readlink(path)}), not a file of the repository",
+            f"replace it with a copy of what it points to (`cp --remove-destination {path.resolve()} {path}`)",
+        )
 
 
 def read_series(root: Path, *, warn=None) -> Series:
@@ -175,6 +187,7 @@ def read_series(root: Path, *, warn=None) -> Series:
     patches = []
     for name in names:
         path = directory / name
+        refuse_link(path)
         if not path.is_file():
             raise UserError(
                 f"{series_path(root)} lists {name}, but {path} does not exist",

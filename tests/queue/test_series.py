@@ -692,3 +692,29 @@ def test_a_damaged_mail_header_or_trailer_is_named_with_its_file(tmp_path, damag
     with pytest.raises(UserError) as raised:
         parse_patch(path)
     assert str(raised.value).startswith(f"{path}{'' if error.startswith(':') else ' '}{error}"), str(raised.value)
+
+
+@pytest.mark.parametrize("target", ["outside", "inside"])
+def test_a_patch_file_that_is_a_link_is_refused_in_one_line(tmp_path, good_patch, target):
+    root = make_project(tmp_path / "project", {"0001-kimi.patch": good_patch})
+    patch = root / "patches" / "0001-kimi.patch"
+    real = tmp_path / "elsewhere.patch" if target == "outside" else root / "patches" / "0001-kimi.real"
+    real.write_text(good_patch)
+    patch.unlink()
+    patch.symlink_to(real)
+    with pytest.raises(UserError, match=r"0001-kimi\.patch is a symbolic link \(to .*\), not a file of the repository"):
+        read_series(root)
+    line = assert_one_line_error(run_cli(root, "prepare"), "is a symbolic link")
+    hint = line.split("(`", 1)[1].split("`)", 1)[0]
+    subprocess.run(hint, shell=True, check=True)  # the hint, followed literally, makes it a file
+    assert not patch.is_symlink() and read_series(root).names == ["0001-kimi.patch"]  # the twin: a file is read
+
+
+def test_a_series_file_that_is_a_link_is_refused(tmp_path, good_patch):
+    root = make_project(tmp_path / "project", {"0001-kimi.patch": good_patch})
+    series = root / "patches" / "series"
+    (tmp_path / "series").write_text(series.read_text())
+    series.unlink()
+    series.symlink_to(tmp_path / "series")
+    with pytest.raises(UserError, match=r"series is a symbolic link"):
+        read_series_names(root)
