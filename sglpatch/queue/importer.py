@@ -20,6 +20,7 @@ from pathlib import Path
 
 from sglpatch.errors import UserError
 from sglpatch.git.diffheader import git_line, name_line, sections, unquote, with_ab_prefixes
+from sglpatch.git.env import git_bytes, git_text
 from sglpatch.git.repo import AnyGitError, open_repo, run
 from sglpatch.queue.line import line_of
 from sglpatch.queue.series import (
@@ -70,7 +71,7 @@ def read_incoming(path: Path, subject: str | None, author: str, split: bool) -> 
         raise UserError(f"{path} does not exist", "name the diff, patch or mbox to import") from None
     except OSError as exc:
         raise UserError(f"cannot read {path}: {exc.strerror}", "name a readable file") from None
-    text = decode_utf8(data, path, "save it as UTF-8 (git am reads patches as UTF-8)").replace("\r\n", "\n")
+    text = _incoming_text(data, path)
     if text.startswith("From ") or re.match(r"(From|Subject|Date): ", text):
         mails = [m for m in _split_mbox(text) if m.strip()]
         patches = [_as_mail(mail, path, author) for mail in mails]
@@ -84,6 +85,25 @@ def read_incoming(path: Path, subject: str | None, author: str, split: bool) -> 
     if split:
         patches = [piece for patch in patches for piece in _split_per_file(patch, path, author)]
     return patches
+
+
+_STRUCTURE = re.compile(rb"^(?:diff --git |--- |\+\+\+ |@@ |index |From |Subject: )[^\n]*\n", re.M)
+_DIFF_START = re.compile(r"^(?:diff --git |--- )", re.M)
+
+
+def _incoming_text(data: bytes, path: Path) -> str:
+    """The file as text that gives back its bytes (``git_bytes``). A file saved with CRLF line
+    ends (its diff's own lines end in CR too) is read back to LF; a diff whose content lines alone
+    end in CR carries a CRLF file and keeps them. The header and message must be UTF-8, as git am
+    reads them; the diff may carry any bytes (a file that is not UTF-8)."""
+    structure = _STRUCTURE.findall(data)
+    if structure and all(line.endswith(b"\r\n") for line in structure):
+        data = data.replace(b"\r\n", b"\n")
+    text = git_text(data)
+    start = _DIFF_START.search(text)
+    head = text[: start.start() if start else len(text)]
+    decode_utf8(git_bytes(head), path, "save its header and message as UTF-8 (git am reads them as UTF-8)")
+    return text
 
 
 def _split_mbox(text: str) -> list[str]:
@@ -127,7 +147,7 @@ def _wrap_diff(diff: str, path: Path, subject: str, author: str) -> tuple[str, s
     first = _GIT_DIFF.search(diff)
     assert first is not None  # both rewrites above end in git's diff --git lines
     diff = diff[first.start() :]  # what precedes the first file is not the diff
-    digest = hashlib.sha256(diff.encode()).hexdigest()[:12]
+    digest = hashlib.sha256(git_bytes(diff)).hexdigest()[:12]
     body = (
         f"Imported from {path.name} (diff sha256 {digest}) by `python build.py import`;\n"
         "what it fixes and why is yet to be written here.\n\n"
@@ -278,5 +298,5 @@ def _check_readable(planned: list[Incoming], root: Path) -> None:
     with tempfile.TemporaryDirectory(prefix="sglpatch-import-") as tmp:
         for patch in planned:
             probe = Path(tmp) / patch.name
-            probe.write_text(patch.text, encoding="utf-8")
+            probe.write_bytes(git_bytes(patch.text))
             parse_patch(probe)

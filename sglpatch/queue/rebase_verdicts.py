@@ -66,7 +66,7 @@ def apply_one(repo: Repo, patch: PatchEntry, version: str, pristine: Path, moves
         notes = [f"{old} moved to {new} upstream" for old, new in moved.items()]
         before = head_sha(repo)
         try:
-            output = run(repo, "am", "--3way", "--committer-date-is-author-date", str(carried))
+            output = run(repo, "am", "--3way", "--committer-date-is-author-date", "--keep-cr", str(carried))
         except GitError as exc:
             raise_if_killed(exc)
             _refuse_mail_header(repo, patch, exc)

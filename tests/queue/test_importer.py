@@ -167,7 +167,7 @@ def test_bad_imports_are_one_line_and_write_nothing(env, tmp_path):
     root = make_repo(env, ["clean"])
     before = snapshot(root)
     (tmp_path / "notes.txt").write_text("just words\n")
-    (tmp_path / "bad.diff").write_bytes(b"diff --git a/x b/x\n\xff\xfe\n")
+    (tmp_path / "bad.diff").write_bytes(b"Fixes the caf\xe9 path (Latin-1).\n\ndiff --git a/x b/x\n")
     (tmp_path / "clean.diff").write_text(plain_diff(env, {OTHER: "VALUE = 5\n"}))
     for args, needle in (
         (["notes.txt"], "holds no diff"),
@@ -183,6 +183,73 @@ def test_bad_imports_are_one_line_and_write_nothing(env, tmp_path):
         ]
         assert_one_line_error(run_cli(root, "import", *files, env=env["env"]), needle)
     assert snapshot(root) == before
+
+
+def staged_diff(env, files: dict[str, bytes]) -> bytes:
+    """`git diff --cached --binary` of ``files`` (bytes) on the synthetic release."""
+    repo = env["upstream"]
+    repo.git.checkout("--quiet", "--detach", env["base"])
+    work = Path(repo.working_tree_dir)
+    for path, data in files.items():
+        (work / path).parent.mkdir(parents=True, exist_ok=True)
+        (work / path).write_bytes(data)
+    repo.git.add("--all")
+    diff = subprocess.run(["git", "diff", "--cached", "--binary"], cwd=work, capture_output=True, check=True).stdout
+    repo.git.reset("--quiet", "--hard")
+    repo.git.clean("-qfd")
+    return diff
+
+
+def test_every_byte_of_a_diff_is_kept_from_import_to_the_applied_commit(env, tmp_path):
+    root = make_repo(env, ["clean"])
+    diff = staged_diff(
+        env,
+        {
+            KIMI: V1[KIMI].encode() + b"X = 1\r\nY = 2\r\n",  # CRLF lines added to an LF file
+            "python/sglang/crlf.txt": b"a\r\nb\r\n",  # a new CRLF file
+            "python/sglang/no_newline.txt": b"no newline at the end",
+            "python/sglang/blob.bin": b"\x00\x01binary\x00\xff",
+            "python/sglang/latin1.txt": b"caf\xe9 \xe9t\xe9\n",  # not UTF-8
+        },
+    )
+    (tmp_path / "mixed.diff").write_bytes(diff)
+    ok(run_cli(root, "import", str(tmp_path / "mixed.diff"), "--author", "A <a@b.org>", env=env["env"]))
+    ok(run_cli(root, "prepare", env=env["env"]))
+    work = root / "build" / "src"
+    applied = subprocess.run(
+        ["git", "show", "HEAD", "--binary", "--format="], cwd=work, capture_output=True, check=True
+    ).stdout
+    assert applied == diff
+    assert (work / KIMI).read_bytes().endswith(b"X = 1\r\nY = 2\r\n")
+
+
+def test_crlf_lines_a_patch_carries_survive_a_rebase(env, tmp_path):
+    root = make_repo(env, ["clean"])
+    (tmp_path / "crlf.diff").write_bytes(staged_diff(env, {"python/sglang/crlf.txt": b"a\r\nb\r\n"}))
+    ok(run_cli(root, "import", str(tmp_path / "crlf.diff"), "--author", "A <a@b.org>", env=env["env"]))
+    name = read_series_names(root)[-1]
+    text = (root / "patches" / name).read_bytes()
+    (root / "patches" / name).write_bytes(
+        text.replace(
+            b"Upstream-Status: Unset [imported: say whether it is upstream]", b"Upstream-Status: Pending"
+        ).replace(b"Drop-When: unset", b"Drop-When: upstream>=9")
+    )
+    subprocess.run(["git", "add", "--all", "patches"], cwd=root, check=True)
+    subprocess.run(["git", "commit", "-qm", "import crlf"], cwd=root, check=True)
+    ok(run_cli(root, "rebase", "--onto", "1.1.0", env=env["env"]))
+    assert b"+a\r\n+b\r\n" in (root / "patches" / name).read_bytes()
+    assert (root / "build" / "src" / "python/sglang/crlf.txt").read_bytes() == b"a\r\nb\r\n"
+
+
+def test_a_diff_saved_with_crlf_line_ends_is_read_back_to_lf(env, tmp_path):
+    # the twin: the diff's own lines end in CR too, so the file was converted on the way
+    root = make_repo(env, ["clean"])
+    diff = staged_diff(env, {"python/sglang/dos.txt": b"one\ntwo\n"})
+    assert b"\r" not in diff
+    (tmp_path / "dos.diff").write_bytes(diff.replace(b"\n", b"\r\n"))
+    ok(run_cli(root, "import", str(tmp_path / "dos.diff"), "--author", "A <a@b.org>", env=env["env"]))
+    ok(run_cli(root, "prepare", env=env["env"]))
+    assert (root / "build" / "src" / "python/sglang/dos.txt").read_bytes() == b"one\ntwo\n"
 
 
 def test_a_diff_made_without_a_and_b_prefixes_is_imported_under_them_and_applies(env, tmp_path):
