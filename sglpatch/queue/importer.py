@@ -22,12 +22,13 @@ from sglpatch.errors import UserError
 from sglpatch.git.diffheader import git_line, name_line, sections, unquote, with_ab_prefixes
 from sglpatch.git.env import git_bytes, git_text
 from sglpatch.git.repo import AnyGitError, open_repo, run
-from sglpatch.queue.line import line_of
+from sglpatch.queue.line import all_lines, line_of
 from sglpatch.queue.series import (
     PATCH_DIR,
     am_subject,
     decode_utf8,
     name_problem,
+    numbers_in_use,
     parse_patch,
     read_series_names,
     render_series,
@@ -246,8 +247,8 @@ def slug(subject: str) -> str:
 
 def plan(root: Path, patches: list[tuple[str, str]], name: str | None) -> list[Incoming]:
     names = read_series_names(root)
-    numbers = [int(m.group(1)) for n in names if (m := re.match(r"(\d+)-", n))]
-    following = max(numbers, default=0) + 1
+    line = line_of(root)
+    following = max(numbers_in_use([other.root for other in all_lines(line.repo)]), default=0) + 1
     if name and len(patches) > 1:
         raise UserError(f"--name names one patch, but {len(patches)} come in", "leave --name out")
     planned: list[Incoming] = []

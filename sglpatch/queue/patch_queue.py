@@ -30,12 +30,13 @@ from sglpatch.git.repo import (
     summary_text,
     work_dir,
 )
-from sglpatch.queue.line import WORK_TREE, line_of
+from sglpatch.queue.line import WORK_TREE, all_lines, line_of
 from sglpatch.queue.series import (
     PATCH_DIR,
     Series,
     commit_matches_patch,
     message_break,
+    numbers_in_use,
     parse_patch,
     read_series,
     read_series_names,
@@ -323,6 +324,7 @@ class PatchQueue:
                 raise UserError(
                     f"'{name}' is not a free patch file name", "choose a new name such as 0005-short-description.patch"
                 )
+            self._refuse_a_taken_number(name)
             if not self.is_dirty():
                 raise UserError(
                     f"{self.path} has no edits to put in a new patch",
@@ -336,6 +338,21 @@ class PatchQueue:
             path = self.export_one(self.applied_commits()[-1], name, tx)
             tx.write(series_path(self.root), render_series(self.root, names), whole=False)
             return path
+
+    def _refuse_a_taken_number(self, name: str) -> None:
+        """A number is a patch's for life in every line (docs/lines.md): another patch of any
+        line holding it is refused; the same name (a patch ported between lines) is not."""
+        number = re.match(r"(\d+)-", name)
+        if number is None:
+            return
+        used = numbers_in_use([line.root for line in all_lines(line_of(self.root).repo)])
+        taken = [other for other in used.get(int(number.group(1)), []) if other != name]
+        if taken:
+            free = f"{max(used) + 1:04d}"
+            raise UserError(
+                f"patch number {number.group(1)} is taken by {taken[0]}",
+                f"a number belongs to one patch in every line: name it {free}-{name[number.end() :]}",
+            )
 
     def refresh(self) -> Path:
         """Fold the work tree's uncommitted edits into the top patch and rewrite its file."""

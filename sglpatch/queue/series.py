@@ -181,6 +181,18 @@ def refuse_link(path: Path) -> None:
         )
 
 
+def numbers_in_use(line_roots: list[Path]) -> dict[int, list[str]]:
+    """Patch number -> the patch names that carry it, over the series of every line given (a
+    number is a patch's for life, in every line it is ported to)."""
+    used: dict[int, list[str]] = {}
+    for line_root in line_roots:
+        if series_path(line_root).is_file():
+            for name in read_series_names(line_root):
+                if m := re.match(r"(\d+)-", name):
+                    used.setdefault(int(m.group(1)), []).append(name)
+    return used
+
+
 def read_series(root: Path, *, warn=None) -> Series:
     names = read_series_names(root)
     directory = root / PATCH_DIR

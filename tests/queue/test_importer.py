@@ -275,3 +275,22 @@ def test_a_diff_made_without_a_and_b_prefixes_is_imported_under_them_and_applies
     text = patches[1].path.read_text().replace(f"a/{OTHER}", OTHER).replace(f"b/{OTHER}", OTHER)
     patches[1].path.write_text(text)
     assert_one_line_error(run_cli(root, "prepare", env=env["env"]), "without git's a/ and b/ prefixes")
+
+
+def test_an_import_takes_the_next_number_no_line_uses(env, tmp_path):
+    root = make_repo(env, ["clean"])
+    ok(run_cli(root, "lines", "--add", "next", env=env["env"]))
+    (tmp_path / "a.diff").write_text(plain_diff(env, {KIMI: V1[KIMI].replace("return 1", "return 3")}))
+    (tmp_path / "b.diff").write_text(plain_diff(env, {RUNNER: V1[RUNNER].replace("line 5\n", "line five\n")}))
+    ok(run_cli(root, "import", str(tmp_path / "a.diff"), "--author", "A <a@b.org>", env=env["env"]))
+    assert read_series_names(root)[-1] == "0002-a.patch"
+    ok(run_cli(root, "--line", "next", "import", str(tmp_path / "b.diff"), "--author", "A <a@b.org>", env=env["env"]))
+    assert read_series_names(root / "lines" / "next")[-1] == "0003-b.patch"  # 0002 is production's
+    # the twin: new refuses a number another line's patch holds, and names the free one
+    ok(run_cli(root, "--line", "next", "prepare", env=env["env"]))
+    work = root / "lines" / "next" / "build" / "src"
+    (work / OTHER).write_text("VALUE = 9\n")
+    line = assert_one_line_error(
+        run_cli(root, "--line", "next", "new", "0002-mine", "-m", "mine", env=env["env"]), "0002 is taken"
+    )
+    assert "0002-a.patch" in line and "0004-mine" in line
