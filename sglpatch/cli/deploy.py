@@ -4,6 +4,7 @@ what the Compose host gives them: GPUs, the published address, the API key file)
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from sglpatch.cli.common import emit
@@ -71,7 +72,7 @@ def _host(args) -> deploy_host.Host | None:
 
 
 def _replica_count(text: str) -> int:
-    if not text.isdigit() or not 1 <= int(text) <= deploy.MAX_REPLICAS:
+    if not re.fullmatch(r"[0-9]+", text) or not 1 <= int(text) <= deploy.MAX_REPLICAS:  # ASCII: "²" isdigit
         raise UserError(f"--replicas {text} is not a number of replicas", f"give 1 to {deploy.MAX_REPLICAS}")
     return int(text)
 

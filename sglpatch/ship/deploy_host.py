@@ -27,7 +27,7 @@ DEFAULT_HOST_GPUS = 8  # one 8x RTX PRO 6000 machine; not detected (see the modu
 MAX_HOST_GPUS = 1024
 KEY_VARIABLE = "ROUTER_API_KEY"  # in the operator's env file; the router and the replicas read it
 KEY_PATTERN = re.compile(r"[A-Za-z0-9._~+/=-]{16,}")  # hex, base64 and URL-safe tokens; no quoting
-GPU_ID = re.compile(r"\d+|(?:GPU|MIG)-[A-Za-z0-9/-]+")  # an index or a UUID, as `nvidia-smi -L` lists
+GPU_ID = re.compile(r"[0-9]+|(?:GPU|MIG)-[A-Za-z0-9/-]+")  # an index or a UUID, as `nvidia-smi -L` lists
 
 
 @dataclass(frozen=True)
@@ -154,7 +154,7 @@ def gpu_inventory(gpus: str | None, gpu_ids: str | None) -> tuple[tuple[str, ...
         return ids, f"--gpu-ids {gpu_ids}"
     if gpus is None:
         return tuple(str(i) for i in range(DEFAULT_HOST_GPUS)), f"the default, {DEFAULT_HOST_GPUS}"
-    if not gpus.isdigit() or not 1 <= int(gpus) <= MAX_HOST_GPUS:
+    if not re.fullmatch(r"[0-9]+", gpus) or not 1 <= int(gpus) <= MAX_HOST_GPUS:  # ASCII: "²" is a digit to isdigit
         raise UserError(f"--gpus {gpus} is not a number of GPUs", f"give the host's GPU count, 1 to {MAX_HOST_GPUS}")
     return tuple(str(i) for i in range(int(gpus))), f"--gpus {gpus}"
 

@@ -123,7 +123,7 @@ def test_the_cpu_override_runs_the_same_settings_as_the_cpu_smoke_tests(rendered
         return out
 
     assert {k: v for k, v in pairs(wanted).items() if k not in skipped} == {
-        k: v for k, v in pairs(cpu).items() if k != "--skip-server-warmup"
+        k: v for k, v in pairs(cpu).items() if k not in ("--skip-server-warmup", "--enable-metrics")
     }
 
 
@@ -350,6 +350,11 @@ def test_more_replicas_than_the_host_has_gpu_groups_is_refused(tmp_path):
     for args, needle in (
         (("--gpus", "0"), "--gpus 0 is not a number of GPUs"),
         (("--gpus", "eight"), "--gpus eight"),
+        (("--gpus", "１６"), "--gpus １６ is not a number of GPUs"),  # digits to Python, not to Docker
+        (("--gpus", "²"), "--gpus ² is not a number of GPUs"),  # isdigit() but not int(): was a traceback
+        (("--gpu-ids", "0,1,２"), "--gpu-ids"),
+        (("--replicas", "²"), "--replicas ² is not a number of replicas"),
+        (("--replicas", "２"), "--replicas ２ is not a number of replicas"),
         (("--gpu-ids", "0,1,1"), "distinct"),
         (("--gpu-ids", "0,,1"), "--gpu-ids"),
         (("--gpus", "8", "--gpu-ids", "0"), "both given"),
