@@ -47,6 +47,7 @@ from sglpatch.queue.series import (
 from sglpatch.queue.snapshot import BASE_REF
 from sglpatch.queue.transaction import transaction
 from sglpatch.queue.transaction_journal import checked_repo
+from sglpatch.queue.transaction_log import read_record
 from sglpatch.queue.untracked import name_left_out
 
 BRANCH = "patched"
@@ -197,8 +198,7 @@ class PatchQueue:
 
     def _synced(self) -> dict[str, str]:
         """Patch name -> the commit that was last identical to its patch file."""
-        path = self._synced_path()
-        return json.loads(path.read_text()) if path.exists() else {}
+        return read_record(self._synced_path(), "which applied commits match their patch files")
 
     def _mark_synced(self, name: str, commit: str) -> None:
         synced = self._synced()

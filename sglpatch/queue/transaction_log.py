@@ -8,8 +8,10 @@ import json
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from sglpatch.errors import UserError
 from sglpatch.git.env import raise_if_killed
-from sglpatch.git.repo import GitError, Repo, first_parent_commits, git_dir, message_text, run
+from sglpatch.git.repo import GitError, Repo, first_parent_commits, git_dir, message_text, run, work_dir
+from sglpatch.output import warn
 from sglpatch.queue import snapshot
 from sglpatch.queue.line import Line, line_of
 from sglpatch.queue.snapshot import State
@@ -21,8 +23,23 @@ COMPLETED: list[str] = []  # what committed while Ctrl-C waited: the CLI says so
 
 
 def written_blobs(repo: Repo) -> dict[str, str]:
-    path = Path(git_dir(repo)) / _WRITTEN
-    return json.loads(path.read_text()) if path.exists() else {}
+    return read_record(Path(git_dir(repo)) / _WRITTEN, "which files the tool wrote last")
+
+
+def read_record(path: Path, what: str) -> dict[str, str]:
+    """A JSON record the tool keeps in the work tree's .git; a damaged one is named and read as
+    empty, which only makes the tool more careful (it then trusts no file or commit by it)."""
+    try:
+        data = json.loads(path.read_bytes())
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:
+        warn(f"{path} is damaged ({exc.__class__.__name__}): ignored, so nothing is taken as known of {what}")
+        return {}
+    if not isinstance(data, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in data.items()):
+        warn(f"{path} is damaged (not a map of names to ids): ignored, so nothing is taken as known of {what}")
+        return {}
+    return data
 
 
 def commit_state(repo: Repo, state: State, message: str) -> str:
@@ -64,7 +81,26 @@ def _log_head(repo: Repo) -> str | None:
         return run(repo, "rev-parse", "--verify", "--quiet", LOG_REF) or None
     except GitError as exc:
         raise_if_killed(exc)  # a killed probe is not "no log yet"
+        if _ref_exists(repo, LOG_REF):  # there, but naming no commit: damaged, not "nothing recorded"
+            work = work_dir(repo)
+            prepare = line_of(work.parent.parent).command("prepare")  # the work tree is <line>/build/src
+            raise UserError(
+                f"the operation log {LOG_REF} in {work} is damaged (it names no commit)",
+                f"`git -C {work} fsck` shows the damage; save what you need from {work}, move it aside "
+                f"and run `{prepare}` (patches/ is untouched)",
+            ) from None
         return None
+
+
+def _ref_exists(repo: Repo, ref: str) -> bool:
+    directory = Path(git_dir(repo))
+    if (directory / ref).is_file():
+        return True
+    try:
+        packed = (directory / "packed-refs").read_text(errors="replace")
+    except FileNotFoundError:
+        return False
+    return any(line.rstrip().endswith(" " + ref) for line in packed.splitlines())
 
 
 def entry_states(repo: Repo, entry: str) -> tuple[State, State]:

@@ -534,6 +534,24 @@ def test_a_damaged_transaction_journal_is_one_line_naming_it(env, journal):
         assert_one_line_error(run_cli(root, *command, env=env["env"]), "transaction.json is damaged", "mv ")
 
 
+@pytest.mark.parametrize("content", ["garbage\n", "0" * 39 + "1\n"])
+def test_a_damaged_operation_log_is_named_damaged_not_empty(env, content):
+    root = prepared(env)
+    assert run_cli(root, "log", env=env["env"]).stdout.strip()  # the twin: a sound log lists its entries
+    (work(root) / ".git" / "refs" / "sglpatch" / "log").write_text(content)
+    for command in (["log"], ["undo"]):
+        line = assert_one_line_error(run_cli(root, *command, env=env["env"]), "damaged", "refs/sglpatch/log")
+        assert "move it aside and run `python build.py prepare`" in line  # never "no operation is recorded"
+
+
+@pytest.mark.parametrize("record", ["sglpatch-synced.json", "sglpatch-written.json"])
+def test_a_damaged_record_in_the_work_trees_git_is_named_and_read_as_empty(env, record):
+    root = prepared(env)
+    (work(root) / ".git" / record).write_text("{x")
+    result = ok(run_cli(root, "prepare", env=env["env"]))
+    assert f"{record} is damaged" in result.stderr and "Traceback" not in result.stderr
+
+
 def test_a_damaged_rebase_journal_is_one_line_and_abort_still_works(env):
     root = make_repo(env, ["clean", "conflict"])
     before = snapshot(root)
