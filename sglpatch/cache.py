@@ -2,15 +2,23 @@
 
 The cache feeds the build its upstream source, so it must be a directory this user owns and can
 write: anything else is refused with one line saying what is wrong and what to do.
+
+What is derived and reused (a build's record, the gate's verdicts, rehearsals) is kept as
+entries keyed by content (``load_entry``/``store_entry``): each carries the sha256 of its own
+body and is dropped with a warning when it does not match, so an entry edited on disk is never
+trusted. ``code_version`` keys what the tool's own code decides.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import tempfile
 from pathlib import Path
 
 from sglpatch.errors import UserError
+from sglpatch.output import warn
 
 _PROBED: set[tuple[str, int, int]] = set()  # (path, st_dev, st_ino) found writable
 
@@ -84,3 +92,95 @@ def _check_writable(path: Path, origin: str) -> None:
             "make it writable, or set SGLPATCH_CACHE to a directory you can write",
         ) from None
     _PROBED.add(key)
+
+
+# ---------------------------------------------------------------- entries kept by content
+
+KEEP = 256  # entries of each kind kept; the oldest go first (a key never hits again once its inputs moved on)
+_PACKAGE = Path(__file__).resolve().parent
+_CODE_VERSION: list[str] = []
+
+
+def code_version() -> str:
+    """sha256 of this tool's own source: any edit to it (a check, the wheel writer) is a new key."""
+    if not _CODE_VERSION:
+        _CODE_VERSION.append(source_digest(_PACKAGE))
+    return _CODE_VERSION[0]
+
+
+def source_digest(package: Path) -> str:
+    """sha256 of every ``.py`` file under ``package``, by relative path and content."""
+    digest = hashlib.sha256()
+    for path in sorted(package.rglob("*.py")):
+        digest.update(path.relative_to(package).as_posix().encode() + b"\0")
+        digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+# ---------------------------------------------------------------- entries on disk
+
+
+def _entry_path(kind: str, key: str) -> Path:
+    return cache_dir() / kind / f"{key}.json"
+
+
+def load_entry(kind: str, key: str) -> dict | None:
+    """The body stored under ``kind``/``key``, verified against the sha256 it was stored with;
+    None when there is none, or (with a warning) when it does not match."""
+    path = _entry_path(kind, key)
+    try:
+        entry = json.loads(path.read_bytes())
+        body, digest = entry["body"], entry["sha256"]
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, TypeError):
+        warn(f"ignoring the unreadable cache entry {path}: it is rebuilt")
+        return None
+    if _digest(body) != digest or body.get("key") != key:
+        warn(f"ignoring the cache entry {path}: its content does not match its sha256 (edited on disk?)")
+        return None
+    return body
+
+
+def store_entry(kind: str, key: str, body: dict) -> None:
+    """Store ``body`` under ``kind``/``key`` whole (readers see the old entry or the new one),
+    with the sha256 it is verified by; the oldest of a kind go beyond :data:`KEEP`."""
+    path = _entry_path(kind, key)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = json.dumps({"sha256": _digest({**body, "key": key}), "body": {**body, "key": key}}, sort_keys=True)
+    fd, partial = tempfile.mkstemp(prefix=f".{key[:12]}-", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(data)
+        os.replace(partial, path)  # readers see the old entry or the whole new one
+    except BaseException:
+        Path(partial).unlink(missing_ok=True)
+        raise
+    _prune(path.parent)
+
+
+def _prune(directory: Path) -> None:
+    entries = list(directory.glob("*.json"))
+    if len(entries) <= KEEP:
+        return
+    for stale in sorted(entries, key=_mtime)[: len(entries) - KEEP]:
+        stale.unlink(missing_ok=True)
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def _digest(body: dict) -> str:
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+
+
+def file_sha256(path: Path) -> str | None:
+    try:
+        with path.open("rb") as fh:
+            return hashlib.file_digest(fh, "sha256").hexdigest()
+    except OSError:
+        return None

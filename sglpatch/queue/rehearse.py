@@ -10,22 +10,18 @@ is printed (`cached` when it came from the cache).
 from __future__ import annotations
 
 import hashlib
-import json
 import time
 from pathlib import Path
 
 from packaging.version import Version
 
-from sglpatch.cache import cache_dir
+from sglpatch.cache import code_version, load_entry, store_entry
 from sglpatch.output import say
 from sglpatch.queue.line import line_of
 from sglpatch.queue.rebase import start
 from sglpatch.queue.series import read_series
-from sglpatch.queue.snapshot import write_file
 from sglpatch.upstream import source
 from sglpatch.upstream.pin import PIN_FILE, read_pin, validate_version
-
-_PACKAGE = Path(__file__).resolve().parents[1]
 
 
 def rehearse(root: Path, releases: list[str] | None = None, progress=say) -> dict:
@@ -52,24 +48,21 @@ def rehearse(root: Path, releases: list[str] | None = None, progress=say) -> dic
 
 def dry_run(root: Path, onto: str) -> tuple[dict, bool]:
     """``rebase --onto ONTO --dry-run`` of the line at ``root``, from the cache when its inputs
-    are unchanged; and whether it came from the cache."""
-    path = cache_dir() / "rehearsals" / f"{_key(root, onto)}.json"
-    try:
-        return json.loads(path.read_text()), True
-    except (FileNotFoundError, ValueError):
-        pass
+    are unchanged (and the entry verifies); and whether it came from the cache."""
+    key = _key(root, onto)
+    cached = load_entry("rehearsals", key)
+    if cached is not None:
+        return cached["run"], True
     run = start(root, onto, dry_run=True)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_file(path, json.dumps(run).encode())
+    store_entry("rehearsals", key, {"run": run})
     return run, False
 
 
 def _key(root: Path, onto: str) -> str:
     """What a dry run's verdicts depend on: the series' bytes, the pin, the release and the code."""
-    digest = hashlib.sha256()
+    digest = hashlib.sha256(b"rehearsal 2\0")
     digest.update(read_series(root).fingerprint().encode())
     digest.update((root / PIN_FILE).read_bytes())
     digest.update(str(Version(onto)).encode())
-    for module in sorted(_PACKAGE.rglob("*.py")):
-        digest.update(module.relative_to(_PACKAGE).as_posix().encode() + b"\0" + module.read_bytes())
+    digest.update(code_version().encode())
     return digest.hexdigest()

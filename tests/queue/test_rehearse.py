@@ -4,6 +4,7 @@ of every line onto every newer release, cached, and the scheduled job that runs 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from helpers import REPO_ROOT, run_cli, sdist_bytes
 from test_rebase import OTHER, V2, add_line, env, make_repo, snapshot, verdicts  # noqa: F401  (env is a fixture)
@@ -54,3 +55,24 @@ def test_the_scheduled_rehearsal_runs_the_rehearse_command():
     steps = " ".join(str(s.get("run", "")) for s in data["jobs"]["rehearse"]["steps"])
     assert "pip install -r requirements.txt" in steps
     assert "python build.py rehearse --json > rehearsal.json" in steps
+
+
+def test_a_cached_rehearsal_edited_on_disk_is_not_trusted(env):
+    root = make_repo(env, ["clean", "conflict"])
+    first = run_cli(root, "rehearse", "--json", env=env["env"])
+    assert first.returncode == 1  # 0002 conflicts with 1.1.0
+    entries = list((Path(env["env"]["SGLPATCH_CACHE"]) / "rehearsals").glob("*.json"))
+    assert len(entries) == 1
+    entry = json.loads(entries[0].read_text())
+    for patch in entry["body"]["run"]["patches"]:
+        patch["verdict"] = "clean"  # a cache that now says all is well
+    entries[0].write_text(json.dumps(entry))
+    again = run_cli(root, "rehearse", "--json", env=env["env"])
+    assert "does not match its sha256" in again.stderr and ": cached" not in again.stderr
+    assert again.returncode == 1 and found(again) == found(first)  # dry-run again: the conflict stands
+    third = run_cli(root, "rehearse", "--json", env=env["env"])  # the twin: the rewritten entry is reused
+    assert ": cached" in third.stderr and found(third) == found(first)
+
+
+def found(result) -> list:
+    return [[verdicts(r) for r in line["releases"]] for line in json.loads(result.stdout)["lines"]]

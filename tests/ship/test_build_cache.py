@@ -16,11 +16,11 @@ import pytest
 from helpers import REPO_ROOT, make_project, run_cli
 from test_build import KIMI, pristine, real_patch  # noqa: F401  (pristine: a fixture)
 
-from sglpatch.cache import cache_dir
+from sglpatch import cache
+from sglpatch.cache import cache_dir, file_sha256, source_digest
 from sglpatch.queue.series import read_series
-from sglpatch.ship import build_cache
 from sglpatch.ship.build import build
-from sglpatch.ship.build_cache import REUSED_NOTE, build_key, gate_key, source_digest
+from sglpatch.ship.build_cache import REUSED_NOTE, build_key, gate_key
 from sglpatch.upstream.pin import read_pin
 
 VERDICT_REUSED = "is reused (same tree, same checks)"
@@ -129,7 +129,7 @@ def test_an_edited_pin_builds_again(project):
 def test_a_new_code_version_builds_again(project, monkeypatch, capsys):
     root, _ = project
     keys = build_key(root), gate_key("tree", ["a-check"], {}, [])
-    monkeypatch.setattr(build_cache, "_CODE_VERSION", ["another version of the checks"])
+    monkeypatch.setattr(cache, "_CODE_VERSION", [f"another version of the checks {uuid.uuid4()}"])
     assert build_key(root) != keys[0] and gate_key("tree", ["a-check"], {}, []) != keys[1]
     build(root)
     said = capsys.readouterr().err
@@ -153,7 +153,7 @@ def test_a_tampered_wheel_in_dist_is_built_again(project):
     again, said = build_again(root)
     assert REUSED_NOTE not in said and VERDICT_REUSED in said  # the tree is unchanged: only the wheel is redone
     assert again["sha256"] == first["sha256"]
-    assert build_cache.file_sha256(wheel) == first["sha256"]
+    assert file_sha256(wheel) == first["sha256"]
 
 
 def test_a_deleted_wheel_is_built_again(project):
