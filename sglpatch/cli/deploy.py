@@ -57,7 +57,11 @@ def _compose_line(out: Path, compose: dict | None) -> str:
     gpus = "; ".join(f"{name} GPUs {','.join(ids)}" for name, ids in compose["gpus"].items())
     key = f"the API key from {compose['api_key_file']}" if compose["api_key_file"] else "no API key"
     where = f"cd {out / 'compose'} && docker compose up -d"  # Compose v2; v1 `docker-compose` reads the same files
-    return f"  Compose:    {where}   (one host: {gpus}; the router on {compose['bind']}, {key})"
+    monitored = f"cd {out / 'compose'} && docker compose -f compose.yaml -f gpu.yaml -f monitoring.yaml up -d"
+    return (
+        f"  Compose:    {where}   (one host: {gpus}; the router on {compose['bind']}, {key})\n"
+        f"  monitoring: {monitored}   (opt-in: Prometheus on 127.0.0.1:9090, Grafana on 127.0.0.1:3000)"
+    )
 
 
 def _host(args) -> deploy_host.Host | None:

@@ -2,7 +2,8 @@
 
 Renders the committed templates under ``deploy/`` into ``<line>/dist/deploy/``: a Docker Compose
 project for one host (the router plus N replicas, each on its own GPUs, the router published on
-the address and with the key :mod:`deploy_host` checked, ``.env`` naming the images) and
+the address and with the key :mod:`deploy_host` checked, ``.env`` naming the images; Prometheus
+and Grafana as an opt-in override, :mod:`monitoring`) and
 Kubernetes overlays (kustomize ``images:`` and replica counts). Every image reference comes from
 the pin and the series (the tag ``image`` builds) or from what ``image --push --json`` printed
 (the digest); the router's version from ``docker/router/requirements.txt``. The Kubernetes output
@@ -26,14 +27,14 @@ from pathlib import Path
 import yaml
 
 from sglpatch.errors import UserError
-from sglpatch.ship import deploy_host, image, manifests
+from sglpatch.ship import deploy_host, image, manifests, monitoring
 from sglpatch.upstream.pin import read_pin
 
 TEMPLATES = Path("deploy")
 ROUTER_DIR = Path("docker") / "router"
 ROUTER_PACKAGE = "sglang-router"
 ROUTER_IMAGE = "sglang-router"
-COMPOSE_FILES = ("compose.yaml", "gpu.yaml", "cpu.yaml")
+COMPOSE_FILES = ("compose.yaml", "gpu.yaml", "cpu.yaml", "monitoring.yaml")
 OVERLAYS = ("single", "multinode")
 MAX_REPLICAS = 64
 MANIFEST = ".sglpatch-deploy.json"  # what deploy wrote, by sha256: an edited file is never replaced
@@ -165,6 +166,11 @@ def compose_env(refs: dict[str, str], project: str) -> str:
             ("MODEL_DIR", "/data/models"),
             ("ROUTER_PORT", "30000"),
             ("ROUTER_METRICS_PORT", "29000"),
+            # monitoring.yaml (opt-in): pin these by digest once pulled
+            ("PROMETHEUS_IMAGE", monitoring.PROMETHEUS_IMAGE),
+            ("GRAFANA_IMAGE", monitoring.GRAFANA_IMAGE),
+            ("PROMETHEUS_PORT", "9090"),
+            ("GRAFANA_PORT", "3000"),
         )
     )
 
@@ -286,6 +292,9 @@ def _write_compose(
     for name, doc in docs.items():
         (compose / name).write_text(_header(f"compose/{name}") + yaml.safe_dump(doc, sort_keys=False))
     (compose / ".env").write_text(compose_env(refs, project))
+    monitoring.write_compose_monitoring(
+        compose / "monitoring", templates, replicas, _header(f"{monitoring.TEMPLATES.name}/prometheus.yml")
+    )
     return {
         "bind": host.bind,
         "api_key_file": str(host.key_file) if host.key_file else None,

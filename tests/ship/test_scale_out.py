@@ -260,6 +260,38 @@ def test_the_router_and_the_replicas_require_the_api_key(up):
         assert resp.status == 200
 
 
+def _metrics_from_the_router(project: Project, url: str) -> str:
+    """GET ``url``'s /metrics text from inside the router's container (the project's network)."""
+    script = "import sys, urllib.request\nprint(urllib.request.urlopen(sys.argv[1], timeout=30).read().decode())\n"
+    return project.engine.docker("exec", project.container("router"), "python3", "-c", script, url).stdout
+
+
+def test_every_metric_the_dashboard_queries_is_exported_by_the_router_and_each_replica(up):
+    """The Grafana dashboard (deploy/monitoring) against the live project, as Prometheus would scrape it
+    (monitoring/prometheus.yml: router:29000 and replica-<i>:30000/metrics, no key)."""
+    from sglpatch.ship import monitoring
+
+    status, _ = up.generate(_prompt(7))
+    # a counter or histogram appears once its replica has served a request: one each, directly
+    statuses = [_from_the_router(up, f"http://replica-{i}:30000/generate", up.key) for i in range(2)]
+    assert [status, *statuses] == [200, 200, 200]
+    with urllib.request.urlopen(f"http://127.0.0.1:{up.metrics_port}/metrics", timeout=10) as resp:
+        router = resp.read().decode()
+    replicas = {f"replica-{i}": _metrics_from_the_router(up, f"http://replica-{i}:30000/metrics") for i in range(2)}
+    used = monitoring.dashboard_metrics(monitoring.load_dashboard(REPO_ROOT))
+    wanted = {
+        "router": {m for m in used if m.startswith("smg_")},
+        **{name: {m for m in used if m.startswith("sglang:")} for name in replicas},
+    }
+    assert wanted["router"] and wanted["replica-0"] and wanted["router"] | wanted["replica-0"] == used
+    texts = {"router": router, **replicas}
+    missing = {name: monitoring.missing_metrics(wanted[name], texts[name]) for name in texts}
+    _say(f"dashboard metrics: {len(used)}; exported by the router: {len(monitoring.exported_metrics(router))} names")
+    assert missing == {name: [] for name in texts}
+    # negative twin: a name the servers do not export is flagged
+    assert monitoring.missing_metrics({"sglang:spec_accept_len"}, replicas["replica-0"]) == ["sglang:spec_accept_len"]
+
+
 def test_every_router_flag_in_the_templates_is_one_the_pinned_router_knows(images, docker_engine):
     import yaml
 
