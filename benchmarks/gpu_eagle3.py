@@ -8,8 +8,11 @@ Runs only where SGLang and enough NVIDIA GPUs are present (inside the image, for
       --entrypoint python3 IMAGE benchmarks/gpu_eagle3.py \
       --model /models/Kimi-K2.5 --draft /models/kimi-k2.5-eagle3
 
-Elsewhere it says why and exits with status 2. Reference on 8x RTX PRO 6000 (sm_120, PCIe):
-92.6 tok/s baseline, 96.1 tok/s EAGLE-3 with allreduce fusion.
+Elsewhere it says why and exits with status 2. The reference column (8x RTX PRO 6000, sm_120,
+PCIe: 92.6 tok/s baseline, 96.1 tok/s EAGLE-3 with allreduce fusion) is printed with its source
+(REFERENCE_SOURCE): it was not measured in this repository. Every run prints what it ran on first
+(date, cards and driver, SGLang and the series it carries, the image digest) so its own figures
+can replace the reference.
 
 Per configuration it reports the decode rate (tokens after the first one, divided by the time
 from the first streamed chunk to the last), the server-wide average EAGLE-3 accept length
@@ -37,6 +40,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 REFERENCE = {"baseline": 92.6, "eagle3+fusion": 96.1}  # tok/s, 8x RTX PRO 6000
+REFERENCE_SOURCE = (
+    "reference: 8x RTX PRO 6000 (sm_120, PCIe), SGLang 0.5.9 with the series, batch size 1; not measured "
+    "in this repository: written with the benchmark (commit 96d7840, 2026-12-02) with no run log, card "
+    "driver or image digest kept. Unverified until a run on that hardware replaces it with its own header."
+)
+DIGEST_ENV = "SGLANG_KIMI_IMAGE_DIGEST"  # the digest of the image this runs in (docker inspect), if given
 FUSION_LOG_LINE = "FlashInfer workspace initialized"  # sglang/srt/layers/flashinfer_comm_fusion.py
 PROMPTS = [
     "Explain how a B-tree keeps itself balanced when keys are inserted, step by step.",
@@ -96,6 +105,57 @@ def gpus() -> list[str]:
     except (OSError, subprocess.TimeoutExpired):
         return []
     return [line.strip() for line in out.stdout.splitlines() if line.strip()] if out.returncode == 0 else []
+
+
+def run_header(image_digest: str | None) -> dict[str, object]:
+    """What a run ran on, printed and kept with its figures: date, cards and driver, SGLang and
+    the series the installed wheel carries, the image digest."""
+    return {
+        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "gpus": gpus(),
+        "driver": _nvidia_smi("driver_version"),
+        "sglang": _installed_sglang(),
+        "image_digest": image_digest or os.environ.get(DIGEST_ENV) or "unknown (pass --image-digest)",
+    }
+
+
+def header_text(header: dict[str, object]) -> str:
+    cards = "; ".join(header["gpus"]) if header["gpus"] else "none found"  # type: ignore[arg-type]
+    return (
+        f"run: {header['date']}  GPUs: {cards}  driver: {header['driver'] or '?'}\n"
+        f"     SGLang: {header['sglang']}  image: {header['image_digest']}"
+    )
+
+
+def _nvidia_smi(field_name: str) -> str | None:
+    if shutil.which("nvidia-smi") is None:
+        return None
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", f"--query-gpu={field_name}", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    values = sorted({line.strip() for line in out.stdout.splitlines() if line.strip()})
+    return ", ".join(values) if out.returncode == 0 and values else None
+
+
+def _installed_sglang() -> str:
+    """The installed SGLang's version and, for our overlay wheel, the series it carries."""
+    from importlib import metadata
+
+    try:
+        dist = metadata.distribution("sglang")
+    except metadata.PackageNotFoundError:
+        return "not installed"
+    provenance = next((f for f in dist.files or [] if f.name == "sglpatch.json"), None)
+    if provenance is None:
+        return f"{dist.version} (upstream's wheel)"
+    data = json.loads(provenance.read_text())
+    return f"{dist.version} (series {str(data.get('series_fingerprint', '?'))[:12]})"
 
 
 def require_gpus(tp: int) -> list[str]:
@@ -287,7 +347,7 @@ def table(results: list[Result]) -> str:
         )
         if r.error:
             rows.append(f"  {r.config}: FAILED: {r.error}")
-    return "\n".join(rows)
+    return "\n".join([*rows, REFERENCE_SOURCE])
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -311,6 +371,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--startup-timeout", type=float, default=3600.0, help="seconds per server start")
     p.add_argument("--log-dir", type=Path, default=Path("gpu_eagle3_logs"))
     p.add_argument("--json", type=Path, help="also write the results here")
+    p.add_argument("--image-digest", help=f"the image's digest, printed with the figures (default: ${DIGEST_ENV})")
     p.add_argument(
         "extra", nargs=argparse.REMAINDER, help="after `--`: more launch_server arguments for every configuration"
     )
@@ -328,11 +389,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     found = require_gpus(args.tp)
     print(f"gpu_eagle3: {len(found)} GPU(s): {'; '.join(found)}", file=sys.stderr)
+    header = run_header(args.image_digest)
     args.log_dir.mkdir(parents=True, exist_ok=True)
     results = [run_config(args, config, args.log_dir) for config in args.configs]
+    print(header_text(header))
     print(table(results))
     if args.json:
-        args.json.write_text(json.dumps([{**asdict(r), "mean": r.mean} for r in results], indent=2))
+        runs = [{**asdict(r), "mean": r.mean} for r in results]
+        data = {"run": header, "results": runs, "reference": REFERENCE, "reference_source": REFERENCE_SOURCE}
+        args.json.write_text(json.dumps(data, indent=2))
     return 1 if any(r.error for r in results) else 0
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import git
 import pytest
 import yaml
-from helpers import AUTHOR_ENV, REPO_ROOT, assert_one_line_error, make_project, run_cli
+from helpers import AUTHOR_ENV, REPO_ROOT, assert_one_line_error, load_module, make_project, run_cli
 
 from sglpatch.cache import cache_dir
 from sglpatch.cli.image import dry_run_text
@@ -462,6 +462,18 @@ def test_benchmark_without_gpus_says_so_and_fails(tmp_path):
     )
     assert result.returncode == 2
     assert "no NVIDIA GPU" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_the_benchmark_prints_what_it_ran_on_and_where_its_reference_comes_from(monkeypatch):
+    bench = load_module("sglpatch_gpu_eagle3", BENCHMARK)
+    monkeypatch.delenv(bench.DIGEST_ENV, raising=False)
+    text = bench.header_text(bench.run_header("sha256:" + "a" * 64))
+    assert text.startswith("run: 20") and "GPUs: " in text and "driver: " in text
+    assert f"image: sha256:{'a' * 64}" in text and "SGLang: " in text
+    # the twin: without a digest it says it does not know, never leaves the field out
+    assert "image: unknown (pass --image-digest)" in bench.header_text(bench.run_header(None))
+    table = bench.table([bench.Result("baseline", False, False, [90.0])])
+    assert table.endswith(bench.REFERENCE_SOURCE) and "not measured in this repository" in table
 
 
 # ---------------------------------------------------------------- the FlashInfer pin
