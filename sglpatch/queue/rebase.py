@@ -72,15 +72,15 @@ from sglpatch.upstream.pin import Pin, read_pin, validate_version
 
 def start(root: Path, onto: str, commit: str | None = None, dry_run: bool = False) -> dict:
     version = validate_version(onto)
-    onto = _as_released(version)  # `v0.5.10`, `0.5.10 `, `0.5.10.0` are 0.5.10, never a tag of their own
     pin = read_pin(root)  # the command's one read of the pin: passed down to every step below
     if version == Version(pin.version):
-        raise UserError(f"the series is already on SGLang {onto}", "name a newer release")
+        raise UserError(f"the series is already on SGLang {version}", "name a newer release")
     if version < Version(pin.version):
         raise UserError(
-            f"SGLang {onto} is older than the pinned {pin.version}",
+            f"SGLang {version} is older than the pinned {pin.version}",
             "a rebase only moves a line forward; start an older line with `lines --add`",
         )
+    onto = _as_released(version)  # `v0.5.10`, `0.5.10 `, `0.5.10.0` are 0.5.10, never a tag of their own
     if commit is not None and not re.fullmatch(r"[0-9a-f]{40}", commit):
         raise UserError(
             f"--commit '{commit}' is not a full commit id (40 hex digits)",

@@ -969,7 +969,7 @@ def test_a_bare_line_pins_any_release_and_carries_nothing_of_another_line(env):
             "--line",
             "exp",
             "new",
-            "0001-mine",
+            "0003-mine",  # 0001 and 0002 are production's: a number is one patch's in every line
             "-m",
             "mine\n\nUpstream-Status: Pending\nDrop-When: upstream>=9\n",
             env=env["env"],
@@ -980,7 +980,7 @@ def test_a_bare_line_pins_any_release_and_carries_nothing_of_another_line(env):
     git.Repo(root).git.commit("-qm", "the exp line")
     result = run_cli(root, "--line", "exp", "rebase", "--onto", "1.2.0", env=env["env"])
     assert result.returncode == 0, result.stdout + result.stderr
-    assert read_pin(line).version == "1.2.0" and read_series_names(line) == ["0001-mine.patch"]
+    assert read_pin(line).version == "1.2.0" and read_series_names(line) == ["0003-mine.patch"]
     assert (root / "CHANGELOG.md").read_text() == changelog, "a bare line keeps out of the CHANGELOG"
     # the twin: the maintainer turns the entries on, and the next rebase writes one
     (line / "upstream.toml").write_text(
