@@ -154,7 +154,8 @@ class LocalIndex:
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Quiet)
         self.base = f"http://127.0.0.1:{self.server.server_address[1]}"
         self.url = f"{self.base}/simple"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        # shutdown() waits for the loop's next poll: at the default 0.5 s, half a second per test
+        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True).start()
 
     def publish(self, name: str, data: bytes, *, yanked: bool | str = False, sized: bool = True) -> str:
         """Serve ``name``; ``yanked`` (PEP 592: True or the reason) marks it withdrawn; ``sized``
@@ -186,6 +187,7 @@ class LocalIndex:
 
     def close(self) -> None:
         self.server.shutdown()
+        self.server.server_close()
 
 
 def sdist_bytes(version: str, files: dict[str, str]) -> bytes:

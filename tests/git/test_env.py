@@ -8,6 +8,7 @@ from pathlib import Path
 
 import git
 import pytest
+from helpers import make_upstream
 from patch_queues import KIMI, RUNNER, one_file_queue, project, two_patch_queue, upstream  # noqa: F401  (fixtures)
 
 from sglpatch.git.env import FIXED_IDENTITY
@@ -99,6 +100,9 @@ def test_the_maintainers_global_and_system_git_configuration_is_not_read(project
         queue.repo.git.am(str(root / "patches" / "0003-kimi.patch"))
 
 
+AUTHOR_DATE = "2026-01-01T00:00:00+00:00"
+
+
 def round_trip(root: Path, queue: PatchQueue):
     """A new patch (a non-ASCII path, CRLF lines, a trailing blank, two hunks eight lines apart)
     exported, re-applied from scratch and exported again: the patch files and the hunks read back."""
@@ -112,6 +116,18 @@ def round_trip(root: Path, queue: PatchQueue):
     queue.push(all=True)
     queue.export()
     return {p.name: p.read_bytes() for p in sorted((root / "patches").iterdir())}, ranges
+
+
+@pytest.fixture(scope="module")
+def plain_round_trip(tmp_path_factory):
+    """The round trip in a repository without any setting: what each configured one must give."""
+    tmp = tmp_path_factory.mktemp("plain")
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setenv("GIT_AUTHOR_DATE", AUTHOR_DATE)
+        expected = round_trip(*two_patch_queue(tmp / "plain", make_upstream(tmp / "upstream")))
+    assert "caf\\303\\251.txt" in expected[0]["0003-edge.patch"].decode()
+    assert len(expected[1][RUNNER]) == 2
+    return expected
 
 
 @pytest.mark.parametrize(
@@ -138,14 +154,12 @@ def round_trip(root: Path, queue: PatchQueue):
     ],
 )
 def test_no_setting_of_the_work_repositorys_own_configuration_changes_a_patch_or_a_hunk_read(
-    tmp_path, upstream, monkeypatch, key, value
+    tmp_path, upstream, plain_round_trip, monkeypatch, key, value
 ):
     """Each setting would change what git writes or applies (a quoted path, CRLF, whitespace, colour,
     context, prefixes, mail headers); the same round trip with and without it gives the same bytes."""
-    monkeypatch.setenv("GIT_AUTHOR_DATE", "2026-01-01T00:00:00+00:00")
-    expected = round_trip(*two_patch_queue(tmp_path / "plain", upstream))
-    assert "caf\\303\\251.txt" in expected[0]["0003-edge.patch"].decode()
-    assert len(expected[1][RUNNER]) == 2
+    monkeypatch.setenv("GIT_AUTHOR_DATE", AUTHOR_DATE)
+    expected = plain_round_trip
     root, queue = two_patch_queue(tmp_path / "configured", upstream)
     queue.repo.git.config(key, value)
     assert round_trip(root, queue) == expected
