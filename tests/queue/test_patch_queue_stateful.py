@@ -32,9 +32,10 @@ After every step it checks:
   with a ``UserError`` only when something that operation changed has changed since, and says
   "nothing to undo" when every operation is undone.
 
-CI runs 20 examples of up to 12 steps each (SGLPATCH_STATEFUL_EXAMPLES, SGLPATCH_STATEFUL_STEPS):
-about 30-60 s on 2 cores when it passes; a failure adds up to ~5 minutes of shrinking to the shortest
-failing sequence. To run it longer::
+The whole suite runs 20 examples of up to 12 steps each (SGLPATCH_STATEFUL_EXAMPLES,
+SGLPATCH_STATEFUL_STEPS), about 25 s on 2 cores when it passes: 5 in the fast set (``[quick]``), the
+other 15 only in the whole suite (``[more]``, slow). A failure adds up to ~5 minutes of shrinking to
+the shortest failing sequence. To run it longer::
 
     SGLPATCH_STATEFUL_EXAMPLES=500 SGLPATCH_STATEFUL_STEPS=30 python -m pytest tests/test_patch_queue_stateful.py
 
@@ -51,6 +52,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pytest
 from helpers import (
     AUTHOR_ENV,
     UPSTREAM_FILES,
@@ -79,6 +81,7 @@ from sglpatch.queue.series import parse_patch, read_series
 
 EXAMPLES = int(os.environ.get("SGLPATCH_STATEFUL_EXAMPLES", "20"))
 STEPS = int(os.environ.get("SGLPATCH_STATEFUL_STEPS", "12"))
+QUICK = min(5, EXAMPLES)  # the fast set's share of EXAMPLES
 
 RUNNER = "python/sglang/srt/model_executor/model_runner.py"
 KIMI = "python/sglang/srt/models/kimi_k25.py"
@@ -650,17 +653,27 @@ def after_kill(crash: Crash | None) -> str:
     return f" (the next operation after `{crash.command}` was killed)" if crash else ""
 
 
-SETTINGS = settings(
-    max_examples=EXAMPLES,
-    stateful_step_count=STEPS,
-    deadline=None,
-    database=None,  # no .hypothesis/ directory in the repository
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.data_too_large],
+def run_settings(examples: int) -> settings:
+    return settings(
+        max_examples=examples,
+        stateful_step_count=STEPS,
+        deadline=None,
+        database=None,  # no .hypothesis/ directory in the repository
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.data_too_large],
+    )
+
+
+@pytest.mark.parametrize(
+    "examples",
+    [
+        pytest.param(QUICK, id="quick"),
+        pytest.param(EXAMPLES - QUICK, id="more", marks=pytest.mark.slow),
+    ],
 )
-
-
-def test_random_queue_operations_keep_the_users_work_and_the_series_consistent(tmp_path, monkeypatch):
+def test_random_queue_operations_keep_the_users_work_and_the_series_consistent(tmp_path, monkeypatch, examples):
+    if examples == 0:
+        pytest.skip(f"SGLPATCH_STATEFUL_EXAMPLES={EXAMPLES}: the quick part runs them all")
     monkeypatch.setenv("SGLPATCH_CACHE", str(tmp_path / "cache"))
     QueueMachine.workdir = tmp_path
     QueueMachine.upstream = make_upstream(tmp_path / "upstream")
-    run_state_machine_as_test(QueueMachine, settings=SETTINGS)
+    run_state_machine_as_test(QueueMachine, settings=run_settings(examples))

@@ -4,6 +4,10 @@
 `sglpatch.queue.transaction_journal.boundary` lists the boundaries a run passes (SGLPATCH_BOUNDARIES=file) and
 kills the process at the k-th (SGLPATCH_CRASH_AT=k). Each k runs on a fresh copy of one prepared
 project (real git repositories, synthetic releases served from 127.0.0.1).
+
+Each boundary costs about five runs of the CLI: the fast set kills the rebases at a sample of their
+boundaries (``[sample]``, one of each kind the assertions tell apart), the whole suite at every other
+one too (``[rest]``, slow); together they are every boundary.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from test_rebase import RUNNER, V2, env, make_repo, snapshot  # noqa: F401  (env
 from sglpatch.queue.patch_queue import PatchQueue
 
 ONTO = ["rebase", "--onto", "1.1.0", "--commit", "2" * 40]
+PARTS = [pytest.param("sample", id="sample"), pytest.param("rest", id="rest", marks=pytest.mark.slow)]
 
 
 def boundaries(root: Path, env, *args) -> tuple[list[str], object]:
@@ -67,9 +72,18 @@ def resolve_conflict(root: Path) -> None:
         target.write_text(V2[RUNNER].replace("line 10 upstream\n", "line ten upstream\n"))
 
 
-def crash_matrix(template: Path, env, args: list[str], resolve=None) -> tuple[int, dict, dict]:
-    """Kill ``args`` at every boundary; each survivor must end complete (continue) or as before
-    (abort) or, past the commit point, complete either way."""
+def sample(names: list[str]) -> set[int]:
+    """The first boundary of each kind the assertions tell apart: before or after the rebase
+    started on the new base, before or after a commit point, a step or a file being written."""
+    first: dict[tuple[bool, bool, bool], int] = {}
+    for k in range(1, len(names) + 1):
+        first.setdefault((_started(names, k), _committed(names, k), names[k - 1].startswith("file:")), k)
+    return set(first.values())
+
+
+def crash_matrix(template: Path, env, args: list[str], part: str, resolve=None) -> tuple[int, dict, dict]:
+    """Kill ``args`` at the ``part`` ("sample" or "rest") of its boundaries; each survivor must end
+    complete (continue) or as before (abort) or, past the commit point, complete either way."""
     before = snapshot(template)
     reference = copy(template, "reference")
     names, result = boundaries(reference, env, *args)
@@ -77,7 +91,8 @@ def crash_matrix(template: Path, env, args: list[str], resolve=None) -> tuple[in
     finish(reference, env, "continue", resolve)
     complete = snapshot(reference)
     assert complete != before
-    for k in range(1, len(names) + 1):
+    sampled = sample(names)
+    for k in (k for k in range(1, len(names) + 1) if (k in sampled) == (part == "sample")):
         for action in ("continue", "abort"):
             root = copy(template, f"k{k}-{action}")
             killed = run_cli(root, *args, env={**env["env"], "SGLPATCH_CRASH_AT": str(k)})
@@ -111,18 +126,20 @@ def _committed(names: list[str], k: int) -> bool:
     return "journal:committing" in names[:k]
 
 
-def test_a_rebase_killed_at_any_boundary_recovers(env):
+@pytest.mark.parametrize("part", PARTS)
+def test_a_rebase_killed_at_any_boundary_recovers(env, part):
     template = make_repo(env, ["clean", "moved", "textual"])
     assert run_cli(template, "prepare", env=env["env"]).returncode == 0
-    count, before, complete = crash_matrix(template, env, ONTO)
+    count, before, complete = crash_matrix(template, env, ONTO, part)
     assert count >= 15, "the boundaries cover prepare, every step, and the commit"
 
 
-def test_a_continue_killed_at_any_boundary_keeps_the_resolution(env):
+@pytest.mark.parametrize("part", PARTS)
+def test_a_continue_killed_at_any_boundary_keeps_the_resolution(env, part):
     template = make_repo(env, ["clean", "conflict", "moved"])
     assert run_cli(template, *ONTO, env=env["env"]).returncode == 1
     resolve_conflict(template)
-    count, before, complete = crash_matrix(template, env, ["rebase", "--continue"], resolve_conflict)
+    count, before, complete = crash_matrix(template, env, ["rebase", "--continue"], part, resolve_conflict)
     assert "+line ten upstream" in complete["patches/0002-conflict.patch"].decode()
     assert count >= 8
 
