@@ -55,6 +55,8 @@ def build_key(root: Path) -> str:
 def work_tree_state(work_tree: Path) -> dict | None:
     """The work tree's HEAD and base commits, or None when it holds anything uncommitted (or is
     not a git work tree at all)."""
+    if not (work_tree / ".git").exists():  # gone, or never made here: a record of the same key is someone else's
+        return None
     status = run_git(["status", "--porcelain=v2", "--branch", "--untracked-files=all"], cwd=work_tree)
     base = run_git(["rev-parse", "--verify", "--quiet", "refs/sglpatch/base"], cwd=work_tree)
     if status.returncode or base.returncode:

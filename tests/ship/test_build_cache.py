@@ -156,6 +156,17 @@ def test_a_tampered_wheel_in_dist_is_built_again(project):
     assert file_sha256(wheel) == first["sha256"]
 
 
+def test_a_record_whose_work_tree_is_gone_builds_again(project):
+    # a directory made anew at the same path (pytest's numbered temp dirs come back) with the same
+    # content has the same key: the record must not stand for a work tree that is not there
+    root, first = project
+    shutil.rmtree(root / "build")
+    shutil.rmtree(root / "dist")
+    again, said = build_again(root)
+    assert REUSED_NOTE not in said and "applied 0001-marker.patch" in said
+    assert again["sha256"] == first["sha256"]
+
+
 def test_a_deleted_wheel_is_built_again(project):
     root, first = project
     Path(first["wheel"]).unlink()
