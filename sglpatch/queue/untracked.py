@@ -9,12 +9,9 @@ it. The work tree's own ``.git/info/exclude`` lists them, so every git command t
 
 from __future__ import annotations
 
-import os
-import tempfile
-from pathlib import Path
-
 from sglpatch.git.repo import Repo, git_dir, run
 from sglpatch.output import warn
+from sglpatch.queue.snapshot import write_file
 
 BEGIN = "# sglpatch: build products and editor files, never part of a patch"
 END = "# sglpatch: end"
@@ -50,19 +47,7 @@ def keep_out_build_products(repo: Repo) -> None:
     if BEGIN in text:  # an older block of ours: replaced whole
         head, _, rest = text.partition(BEGIN)
         text = head + rest.partition(END)[2].lstrip("\n")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    _write_atomically(path, text + ("" if not text or text.endswith("\n") else "\n") + BLOCK)
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    fd, partial = tempfile.mkstemp(prefix=".exclude-", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.replace(partial, path)
-    except BaseException:
-        Path(partial).unlink(missing_ok=True)
-        raise
+    write_file(path, (text + ("" if not text or text.endswith("\n") else "\n") + BLOCK).encode())
 
 
 def left_out(repo: Repo) -> list[str]:
